@@ -1,0 +1,143 @@
+"""The grader's pytest plugin: runs inside the check subprocess, never in a kernel.
+
+It adds `--impl PATH`, gives every test a fresh copy of the implementation
+(module-level state is the bug, so nothing may leak between tests), and writes
+one JSON line per test to $LOOPKATA_RESULTS as soon as the test ends, so a
+result survives even if the process is later killed for hanging.
+"""
+from __future__ import annotations
+
+import faulthandler
+import importlib.util
+import itertools
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+
+from . import catalogue
+from .testing import Hang, describe_frames
+
+_counter = itertools.count(1)
+_RESULT = pytest.StashKey[dict]()
+
+
+class ImplLoadError(Exception):
+    """The implementation could not be imported; str() is a paragraph for a learner."""
+
+
+def pytest_addoption(parser):
+    parser.addoption("--impl", default=None, help="the implementation to grade: a file or a folder")
+
+
+def pytest_configure(config):
+    impl = config.getoption("--impl")
+    if impl:
+        os.environ["LOOPKATA_IMPL"] = str(Path(impl).resolve())
+    stacks = os.environ.get("LOOPKATA_STACKS")
+    budget = float(os.environ.get("LOOPKATA_BUDGET", "0") or 0)
+    if stacks and budget > 0:
+        # Just before the grader kills us for running out of time, every
+        # thread's stack goes to a file the grader reads back.
+        config._loopkata_stacks = open(stacks, "w")  # noqa: SIM115 - lives as long as the process
+        faulthandler.dump_traceback_later(max(budget - 0.5, 0.2), file=config._loopkata_stacks)
+
+
+def _write(record: dict) -> None:
+    path = os.environ.get("LOOPKATA_RESULTS")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def _title(item) -> str:
+    doc = getattr(item.function, "__doc__", None) or ""
+    first = doc.strip().splitlines()[0].strip() if doc.strip() else ""
+    return first or item.name.removeprefix("test_").replace("_", " ")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        _write({"event": "collected", "name": item.name, "title": _title(item)})
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _write({"event": "begin", "name": nodeid.split("::")[-1]})
+
+
+def _describe(excinfo) -> dict:
+    exc = excinfo.value
+    if isinstance(exc, Hang):
+        return {"outcome": "hang", "message": str(exc), "stacks": exc.stacks}
+    if isinstance(exc, ImplLoadError):
+        return {"outcome": "error", "message": str(exc)}
+    if isinstance(exc, AssertionError):
+        message = str(exc) or "an expectation was not met"
+    else:
+        message = f"{type(exc).__name__}: {exc}"
+    frames = [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)]
+    if exc.__cause__ is not None:  # a test that re-raises the learner's error "from" it
+        frames += [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__cause__.__traceback__)]
+    where = describe_frames(frames)
+    return {"outcome": "failed", "message": message, "where": where[-1] if where else ""}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    result = item.stash.setdefault(_RESULT, {"name": item.name, "title": _title(item), "outcome": "passed"})
+    if call.excinfo is not None and result["outcome"] == "passed" and report.outcome != "skipped":
+        result.update(_describe(call.excinfo))
+    elif report.outcome == "skipped" and result["outcome"] == "passed":
+        result["outcome"] = "skipped"
+    if call.when == "teardown":
+        _write({"event": "result", **result})
+
+
+def load_fresh(path: Path):
+    """Import a new, independent copy of the kata at `path` (a .py file or a package folder)."""
+    path = Path(path).resolve()
+    name = f"kata_under_test_{next(_counter)}"
+    if path.is_dir():
+        init = path / "__init__.py"
+        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(path)])
+    else:
+        spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or not path.exists():
+        raise ImplLoadError(f"There is no implementation at {path}.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise ImplLoadError(
+            f"{exc.filename} has a syntax error on line {exc.lineno}: {exc.msg}. "
+            "Python stopped reading the file there, so no test could run."
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - any import-time failure is the learner's to see
+        frames = describe_frames([(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)])
+        at = f" ({frames[-1]})" if frames else ""
+        raise ImplLoadError(
+            f"Importing your kata failed with {type(exc).__name__}: {exc}{at}. "
+            "The tests need the module to import cleanly before they can run."
+        ) from None
+    return module
+
+
+@pytest.fixture
+def kata(request):
+    """A fresh copy of the implementation under test, unloaded after the test."""
+    impl = request.config.getoption("--impl")
+    if impl is None:
+        k = catalogue.for_tests_file(Path(request.node.fspath))
+        impl = k.kata_path if k else None
+    if impl is None:
+        raise ImplLoadError("No implementation given: pass --impl PATH.")
+    module = load_fresh(Path(impl))
+    yield module
+    for name in [n for n in sys.modules if n == module.__name__ or n.startswith(module.__name__ + ".")]:
+        del sys.modules[name]
