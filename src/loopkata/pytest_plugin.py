@@ -81,7 +81,7 @@ def _describe(excinfo) -> dict:
     frames = [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)]
     if exc.__cause__ is not None:  # a test that re-raises the learner's error "from" it
         frames += [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__cause__.__traceback__)]
-    where = describe_frames(frames)
+    where = describe_frames(frames, fallback=False)
     return {"outcome": "failed", "message": message, "where": where[-1] if where else ""}
 
 

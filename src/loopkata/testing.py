@@ -56,10 +56,13 @@ def display_path(filename: str) -> str:
         return filename
 
 
-def describe_frames(frames: list[tuple[str, int, str]]) -> list[str]:
-    """Lines like "katas/x.py:42 in step: async with sem:", learner frames only when any."""
+def describe_frames(frames: list[tuple[str, int, str]], fallback: bool = True) -> list[str]:
+    """Lines like "katas/x.py:42 in step: async with sem:", learner frames only when any.
+
+    With no learner frame, the innermost frame is shown (or nothing, if not `fallback`).
+    """
     mine = [f for f in frames if is_learner_file(f[0])]
-    chosen = mine or frames[-1:]
+    chosen = mine or (frames[-1:] if fallback else [])
     return [
         f"{display_path(fn)}:{line} in {func}: {linecache.getline(fn, line).strip()}"
         for fn, line, func in chosen
@@ -136,8 +139,11 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
     if thread.is_alive():
         stacks, loops = where_stuck(thread)
         for loop in loops:
-            for task in asyncio.all_tasks(loop):
-                loop.call_soon_threadsafe(task.cancel)
+            try:
+                for task in asyncio.all_tasks(loop):
+                    loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:
+                pass  # the loop closed meanwhile: nothing left to cancel
         thread.join(0.5)
         raise Hang(what, seconds, stacks)
     if "error" in box:

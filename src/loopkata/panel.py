@@ -1,0 +1,162 @@
+"""Notebook widgets: the check panel, prediction questions and the progress table.
+
+Grading always happens out of the kernel (runner.check starts a subprocess
+with a hard timeout). Every widget here has a stable text/plain form, so
+nbval can compare a stored notebook with a fresh run.
+"""
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+
+from . import catalogue, hints, progress, runner
+from .report import MARK, headline, render_text
+
+_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "hang": "#9a6700", "error": "#cf222e"}
+
+
+class _TextWidget(widgets.VBox):
+    """A VBox whose text/plain is a readable, stable summary instead of widget internals."""
+
+    _text = ""
+
+    def __repr__(self) -> str:
+        return self._text
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = self._text  # ipywidgets would cut it at 110 characters
+        return bundle
+
+
+def _row(test) -> widgets.HTML:
+    colour = _COLOURS.get(test.outcome, "#57606a")
+    title = html.escape(test.title) + (" <b>(hang)</b>" if test.outcome == "hang" else "")
+    body = ""
+    if test.outcome not in ("passed", "not run", "skipped"):
+        detail = "\n".join(x for x in (test.message, f"at {test.where}" if test.where else "", test.stacks) if x)
+        body = f"<pre style='margin:2px 0 6px 22px;white-space:pre-wrap;font-size:90%'>{html.escape(detail)}</pre>"
+    return widgets.HTML(
+        f"<div class='loopkata-row loopkata-{test.outcome.replace(' ', '-')}'>"
+        f"<span style='color:{colour};font-weight:bold'>{MARK.get(test.outcome, '?')}</span> {title}{body}</div>"
+    )
+
+
+class CheckPanel(_TextWidget):
+    """One row per hidden test, a "Next hint" button, and the reference fix once solved."""
+
+    def __init__(self, kata: catalogue.Kata, result: runner.CheckResult):
+        self.kata, self.result = kata, result
+        colour = _COLOURS.get(result.verdict, "#57606a")
+        header = widgets.HTML(
+            f"<div class='loopkata-headline' style='color:{colour};font-weight:bold'>"
+            f"{html.escape(headline(result, kata))}</div>"
+        )
+        rows = [_row(t) for t in result.tests]
+        if result.problem:
+            rows.append(widgets.HTML(f"<p class='loopkata-problem'>{html.escape(result.problem)}</p>"))
+        self.hint_area = widgets.HTML()
+        hint_button = widgets.Button(description="Next hint", icon="lightbulb-o")
+        hint_button.on_click(self._show_hint)
+        buttons = [hint_button]
+        self.solution_area = widgets.HTML()
+        if result.passed:
+            solution_button = widgets.Button(description="Show the reference fix", button_style="success")
+            solution_button.on_click(self._show_solution)
+            buttons.append(solution_button)
+        super().__init__(
+            [header, *rows, widgets.HBox(buttons), self.hint_area, self.solution_area],
+            layout=widgets.Layout(border=f"2px solid {colour}", padding="6px"),
+        )
+        self.add_class("loopkata-panel")
+        self._text = render_text(result, kata, stacks=False)
+        if result.passed:
+            self._text += f"\n  The reference fix is in solutions/{kata.path}: compare it with yours."
+
+    def _show_hint(self, _button=None) -> None:
+        text = hints.describe(self.kata, hints.next_hint(self.kata))
+        self.hint_area.value = f"<p class='loopkata-hint'>💡 {html.escape(text)}</p>"
+
+    def _show_solution(self, _button=None) -> None:
+        path = self.kata.solution_path
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        shown = "".join(
+            f"<p><b>{html.escape(str(f.relative_to(self.kata.root)))}</b></p>"
+            f"<pre style='font-size:85%'>{html.escape(f.read_text())}</pre>"
+            for f in files
+        )
+        self.solution_area.value = shown
+
+
+class Notice(_TextWidget):
+    """A paragraph instead of a traceback (unknown kata name and the like)."""
+
+    def __init__(self, text: str):
+        super().__init__([widgets.HTML(f"<p style='color:#cf222e'>{html.escape(text)}</p>")])
+        self._text = text
+
+
+def check(name: str, impl=None):
+    """Grade a kata out of the kernel and show the result panel.
+
+    `impl` grades another file or folder (default: your copy in katas/).
+    """
+    try:
+        kata = catalogue.find(name)
+    except catalogue.UnknownKata as exc:
+        return Notice(str(exc))
+    result = runner.check(kata, impl)
+    if impl is None:
+        progress.record_check(kata, result)
+    return CheckPanel(kata, result)
+
+
+class Question(_TextWidget):
+    """A prediction question graded in place: pick an answer, press "Check my answer"."""
+
+    def __init__(self, prompt: str, options: list[str], answer: str, why: str):
+        if answer not in options:
+            raise ValueError(f"the answer {answer!r} is not one of the options")
+        self.answer, self.why = answer, why
+        self.choice = widgets.RadioButtons(options=options, value=None, layout=widgets.Layout(width="max-content"))
+        button = widgets.Button(description="Check my answer")
+        self.feedback = widgets.HTML()
+        button.on_click(self.grade)
+        super().__init__([widgets.HTML(f"<b>{html.escape(prompt)}</b>"), self.choice, button, self.feedback])
+        self.add_class("loopkata-question")
+        self._text = "\n".join([f"Question: {prompt}", *[f"  ( ) {o}" for o in options]])
+
+    def grade(self, _button=None) -> bool:
+        if self.choice.value is None:
+            self.feedback.value = "<p class='loopkata-feedback'>Pick an answer first.</p>"
+            return False
+        right = self.choice.value == self.answer
+        verdict = "✓ Right." if right else f"✗ Not quite: the answer is “{html.escape(self.answer)}”."
+        colour = _COLOURS["passed" if right else "failed"]
+        self.feedback.value = (
+            f"<p class='loopkata-feedback' style='color:{colour}'><b>{verdict}</b> {html.escape(self.why)}</p>"
+        )
+        return right
+
+
+def ask(prompt: str, options: list[str], answer: str, why: str) -> Question:
+    return Question(prompt, options, answer, why)
+
+
+def progress_table():
+    """Every kata with its status, read from the catalogue and .loopkata/progress.json."""
+    katas = [(k, progress.status(k)) for k in catalogue.load()]
+    lines = [f"{k.label:<22} {status:<10} {k.title}" for k, status in katas]
+    rows = "".join(
+        f"<tr><td>{k.number:02d}</td><td><a href='{html.escape(k.notebook)}'>{html.escape(k.title)}</a></td>"
+        f"<td><code>{k.id}</code></td><td>{status}</td></tr>"
+        for k, status in katas
+    )
+    table = widgets.HTML(
+        "<table class='loopkata-progress'><tr><th>#</th><th>Notebook</th><th>Kata</th><th>Status</th></tr>"
+        f"{rows}</table>"
+    )
+    box = _TextWidget([table])
+    box._text = "\n".join(["Kata                   Status     Title", *lines])
+    return box

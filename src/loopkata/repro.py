@@ -1,0 +1,106 @@
+"""Runs a reproduction in a subprocess with a hard timeout, for notebooks.
+
+A reproduction that can hang, leak or segfault must never take the kernel
+with it. `run_isolated(code)` runs `code` in a fresh interpreter, kills it
+after `timeout` seconds, and returns what happened, including where it was
+stuck (faulthandler dumps every thread's stack just before the deadline).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+# Runs before the reproduction, from -c, so the reproduction's line numbers stay its own.
+_PRELUDE = (
+    "import faulthandler, runpy; "
+    "faulthandler.dump_traceback_later({deadline}, exit=False, file=open({stacks!r}, 'w')); "
+    "runpy.run_path({script!r}, run_name='__main__')"
+)
+
+
+@dataclass
+class Outcome:
+    stdout: str
+    stderr: str
+    returncode: int | None  # None: killed for running out of time
+    stacks: str = ""
+
+    @property
+    def hung(self) -> bool:
+        return self.returncode is None
+
+    @property
+    def crashed(self) -> bool:
+        return self.returncode is not None and self.returncode < 0
+
+    def __repr__(self) -> str:
+        state = "hang" if self.hung else f"exit {self.returncode}"
+        return f"<Outcome {state}>"
+
+    def show(self) -> None:
+        """Print the child's output, then how it ended."""
+        if self.stdout:
+            print(self.stdout.rstrip())
+        if self.stderr:
+            print(self.stderr.rstrip())
+        if self.hung:
+            print("-- still running at the deadline: killed (a hang)")
+            if self.stacks:
+                print(self.stacks.rstrip())
+        elif self.crashed:
+            print(f"-- the process died from signal {-self.returncode}")
+
+
+def _trim(stacks: str) -> str:
+    """Keep only the frames of the reproduction itself, one "thread" line per thread."""
+    keep = []
+    for line in stacks.splitlines():
+        if line.startswith(("Thread", "Current thread")):
+            keep.append("thread (most recent call first):")
+        elif "repro.py" in line:
+            keep.append(line)
+    return "\n".join(keep)
+
+
+def _clean_traceback(stderr: str) -> str:
+    """Drop the launcher's own frames (runpy) from a traceback."""
+    lines = stderr.splitlines()
+    out, skip = [], False
+    for line in lines:
+        if line.startswith('  File "<string>"') or line.startswith('  File "<frozen runpy>"'):
+            skip = True
+            continue
+        if skip and line.startswith("    ") and not line.startswith("  File"):
+            continue
+        skip = False
+        out.append(line)
+    return "\n".join(out) + ("\n" if stderr.endswith("\n") else "")
+
+
+def run_isolated(code: str, timeout: float = 5.0, env: dict | None = None) -> Outcome:
+    """Run `code` in a new Python process; kill it after `timeout` seconds."""
+    with tempfile.TemporaryDirectory(prefix="loopkata-repro-") as tmp:
+        script, stacks = Path(tmp, "repro.py"), Path(tmp, "stacks.txt")
+        script.write_text(textwrap.dedent(code), encoding="utf-8")
+        prelude = _PRELUDE.format(deadline=max(timeout - 0.3, 0.1), stacks=str(stacks), script=str(script))
+        child = subprocess.Popen(
+            [sys.executable, "-c", prelude], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, text=True, start_new_session=True, cwd=tmp,
+            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            out, err = child.communicate(timeout=timeout)
+            code_ = child.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            out, err = child.communicate()
+            code_ = None
+        dumped = stacks.read_text(errors="replace") if stacks.exists() else ""
+        trimmed = _trim(dumped).replace('"' + str(script) + '"', "<repro>") if code_ is None else ""
+        return Outcome(stdout=out, stderr=_clean_traceback(err.replace(str(script), "<repro>")), returncode=code_, stacks=trimmed)
