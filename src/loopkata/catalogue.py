@@ -8,15 +8,10 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import sys
+import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 
 class UnknownKata(LookupError):

@@ -110,7 +110,7 @@ def status(kata: Kata) -> str:
     saved = entry(kata).get("status")
     if saved == SOLVED:
         return SOLVED
-    return ATTEMPTED if saved or not is_untouched(kata) else UNTOUCHED
+    return ATTEMPTED if saved == ATTEMPTED or not is_untouched(kata) else UNTOUCHED
 
 
 def backup(kata: Kata) -> Path:

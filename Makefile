@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh clone (Python 3.11 or newer):
+#   make lab    install into .venv if needed, then open JupyterLab on notebooks/00_start_here.ipynb
+#   make test   install into .venv if needed, then run the whole suite
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: lab test notebooks bench clean-venv
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "Loop Katas needs Python 3.11 or newer, and '$(PY)' is not. Run it with another one, e.g. make PY=python3.11 $(MAKECMDGOALS)"; exit 1; }
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements-dev.txt -e .
+	$(BIN)/jupyter trust -q notebooks/*.ipynb
+	@touch $@
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+
+# The suite: engine tests, every kata proven three ways, every notebook under nbval.
+# Progress is kept apart so a test run never touches the learner's own.
+test: $(STAMP)
+	LOOPKATA_STATE=$$(mktemp -d) $(BIN)/pytest
+
+# Re-execute every notebook in place, storing outputs and widget state.
+notebooks: $(STAMP)
+	cd notebooks && for nb in *.ipynb; do LOOPKATA_STATE=$$(mktemp -d) ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; done
+	$(BIN)/jupyter trust -q notebooks/*.ipynb
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/check_latency.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,191 @@
+"""The `loopkata` command: list, check, hint, reset, solution, watch, progress."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import catalogue, hints, progress, runner
+from .report import render_text
+
+
+def _kata(name: str) -> catalogue.Kata:
+    return catalogue.find(name)
+
+
+def _rel(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+def cmd_list(args) -> int:
+    katas = catalogue.load()
+    rows = [
+        {
+            "id": k.id, "number": k.number, "title": k.title, "status": progress.status(k),
+            "kata": _rel(k.kata_path), "solution": _rel(k.solution_path),
+            "notebook": _rel(k.notebook_path), "tests": _rel(k.tests_path),
+        }
+        for k in katas
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['number']:02d} {r['id']:<18} {r['status']:<10} {r['title']}")
+        print(f"   edit {r['kata']}   notebook {r['notebook']}")
+    return 0
+
+
+def _check_once(kata: catalogue.Kata, impl, as_json: bool) -> runner.CheckResult:
+    result = runner.check(kata, impl)
+    if impl is None:
+        progress.record_check(kata, result)
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(render_text(result, kata))
+        if result.passed:
+            print(f"\nSolved. Compare with the reference fix: loopkata solution {kata.id}")
+        elif result.verdict != runner.ERROR:
+            print(f"\nStuck? loopkata hint {kata.id}")
+    return result
+
+
+def _current_kata() -> catalogue.Kata:
+    """The first kata not yet solved: what `check` and `watch` grade when no kata is named."""
+    katas = catalogue.load()
+    for k in katas:
+        if progress.status(k) != progress.SOLVED:
+            return k
+    return katas[-1]
+
+
+def cmd_check(args) -> int:
+    kata = _kata(args.kata) if args.kata else _current_kata()
+    result = _check_once(kata, args.impl, args.json)
+    return 0 if result.passed else 1
+
+
+def cmd_hint(args) -> int:
+    kata = _kata(args.kata)
+    print(hints.describe(kata, hints.next_hint(kata)))
+    return 0
+
+
+def cmd_reset(args) -> int:
+    kata = _kata(args.kata)
+    saved = progress.reset(kata)
+    print(f"Restored the starter of {kata.id} in {_rel(kata.kata_path)}.")
+    print(f"Your previous version is backed up in {_rel(saved)}")
+    return 0
+
+
+def cmd_solution(args) -> int:
+    kata = _kata(args.kata)
+    if progress.status(kata) != progress.SOLVED and not args.force:
+        print(
+            f"{kata.id} is not solved yet, so its reference fix stays hidden. Run `loopkata check {kata.id}` "
+            f"until it passes, or `loopkata solution {kata.id} --force` to look now."
+        )
+        return 1
+    path = kata.solution_path
+    for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+        print(f"# ---- {_rel(f)}")
+        print(f.read_text(encoding="utf-8"))
+    return 0
+
+
+def _snapshot(kata: catalogue.Kata) -> dict:
+    path = kata.kata_path
+    files = path.rglob("*.py") if path.is_dir() else [path]
+    return {f: f.stat().st_mtime_ns for f in files if f.exists()}
+
+
+def cmd_watch(args) -> int:
+    """Re-check whenever a kata file is saved, like rustlings watch. Ctrl-C to stop."""
+    katas = [_kata(args.kata)] if args.kata else list(catalogue.load())
+    seen = {k.id: _snapshot(k) for k in katas}
+    current = _kata(args.kata) if args.kata else _current_kata()
+    print(f"Watching {'katas/' if not args.kata else _rel(current.kata_path)} (Ctrl-C to stop).\n")
+    _check_once(current, None, False)
+    try:
+        while True:
+            time.sleep(args.interval)
+            for k in katas:
+                now = _snapshot(k)
+                if now != seen[k.id]:
+                    seen[k.id] = now
+                    print(f"\n--- {time.strftime('%H:%M:%S')} {_rel(k.kata_path)} changed ---")
+                    _check_once(k, None, False)
+            if args.once:
+                return 0
+    except KeyboardInterrupt:
+        print("\nStopped watching.")
+        return 0
+
+
+def cmd_progress(args) -> int:
+    katas = catalogue.load()
+    statuses = [(k, progress.status(k)) for k in katas]
+    counts = {s: sum(1 for _, st in statuses if st == s) for s in (progress.SOLVED, progress.ATTEMPTED, progress.UNTOUCHED)}
+    if args.json:
+        print(json.dumps({"counts": counts, "katas": {k.id: s for k, s in statuses}}, indent=2))
+        return 0
+    print(f"{counts['solved']} solved, {counts['attempted']} attempted, {counts['untouched']} untouched")
+    for k, s in statuses:
+        print(f"  {k.number:02d} {k.id:<18} {s}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loopkata", description="Katas for the asyncio bugs that only show in production.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("list", help="every kata with its status and paths")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_list)
+    s = sub.add_parser("check", help="grade a kata with its hidden tests (default: the first one not solved)")
+    s.add_argument("kata", nargs="?")
+    s.add_argument("--impl", type=Path, help="grade this file or folder instead of your copy in katas/")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_check)
+    s = sub.add_parser("hint", help="the next hint, matched to your last failure")
+    s.add_argument("kata")
+    s.set_defaults(func=cmd_hint)
+    s = sub.add_parser("reset", help="restore the starter (your version is backed up first)")
+    s.add_argument("kata")
+    s.set_defaults(func=cmd_reset)
+    s = sub.add_parser("solution", help="show the reference fix once solved")
+    s.add_argument("kata")
+    s.add_argument("--force", action="store_true", help="show it even if not solved")
+    s.set_defaults(func=cmd_solution)
+    s = sub.add_parser("watch", help="re-check on every save")
+    s.add_argument("kata", nargs="?")
+    s.add_argument("--interval", type=float, default=0.5, help=argparse.SUPPRESS)
+    s.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # one poll round, for tests
+    s.set_defaults(func=cmd_watch)
+    s = sub.add_parser("progress", help="solved / attempted / untouched")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_progress)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except catalogue.UnknownKata as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
