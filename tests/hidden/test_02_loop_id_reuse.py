@@ -1,0 +1,219 @@
+"""Hidden tests for kata 02, loop-id-reuse.
+
+Every test starts its own aiohttp tool server on 127.0.0.1 (an ephemeral
+port, served by a background thread with its own event loop) and stops it at
+the end. Then it plays warm invocations: each `kata.handler(...)` call is one
+`asyncio.run`, in one process, as in a warm Lambda container. Each invocation
+runs under a hang guard.
+
+Open file descriptors are counted for the whole test process, so they include
+the server's side of every connection the client leaves open.
+"""
+import asyncio
+import gc
+import os
+import threading
+import time
+import warnings
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from loopkata.testing import run_bounded
+
+CATEGORIES = {"coffee": "meals", "taxi": "travel", "printer paper": "office"}
+ITEMS = list(CATEGORIES)
+EXPECTED = [CATEGORIES[i] for i in ITEMS]
+
+
+class ToolServer:
+    """A real aiohttp server on 127.0.0.1, on its own thread and loop."""
+
+    def __init__(self):
+        self.url = ""
+        self.requests = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    async def _classify(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests += 1
+        if body.get("text") == "boom":
+            return web.json_response({"error": "the model is overloaded"}, status=503)
+        return web.json_response({"category": CATEGORIES.get(body.get("text"), "other")})
+
+    def _serve(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        app = web.Application()
+        app.router.add_post("/classify", self._classify)
+        runner = web.AppRunner(app, access_log=None)
+        try:
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, "127.0.0.1", 0, shutdown_timeout=0.5)
+            loop.run_until_complete(site.start())
+            host, port = runner.addresses[0][:2]
+            self.url = f"http://{host}:{port}"
+        except BaseException as exc:  # noqa: BLE001 - handed to start()
+            self._error = exc
+            self._ready.set()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+    def start(self) -> "ToolServer":
+        self._thread = threading.Thread(target=self._serve, name="tool-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the test's tool server did not start within 10 s")
+        if self._error is not None:
+            raise RuntimeError(f"the test's tool server could not start: {self._error}")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+
+@pytest.fixture
+def tool_server():
+    server = ToolServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def open_fds() -> int:
+    """Open file descriptors of this process (sockets included)."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(folder))
+        except OSError:
+            continue
+    pytest.skip("this system cannot list a process's open file descriptors")
+
+
+def settled_fds(at_most: int | None = None, seconds: float = 1.5) -> int:
+    """Open fds once the server thread has closed its side of finished connections.
+
+    Returns as soon as the count is `at_most` or fewer, or (without `at_most`)
+    once it has not changed for 0.2 s; at the latest after `seconds`.
+    """
+    deadline = time.monotonic() + seconds
+    last, since = open_fds(), time.monotonic()
+    while time.monotonic() < deadline:
+        if at_most is not None and last <= at_most:
+            return last
+        time.sleep(0.02)
+        now = open_fds()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif at_most is None and time.monotonic() - since >= 0.2:
+            return now
+    return open_fds()
+
+
+def invoke(kata, server: ToolServer, invocation: int = 1) -> None:
+    """One warm invocation; the learner's own exception propagates."""
+    out = run_bounded(kata.handler, {"tool_url": server.url, "items": ITEMS}, what=f"invocation {invocation}")
+    got = out.get("categories") if isinstance(out, dict) else out
+    assert got == EXPECTED, f"invocation {invocation}: expected the categories {EXPECTED}, got {got}"
+
+
+class gc_paused:
+    """No automatic garbage collection inside the block, as between two collections
+    in a warm container: whatever the code leaves open stays open, visibly."""
+
+    def __enter__(self):
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc):
+        if self.was_enabled:
+            gc.enable()
+
+
+def test_cold_invocation_classifies_every_item(kata, tool_server):
+    """a cold invocation gets every line item's category from the tool server"""
+    invoke(kata, tool_server)
+    assert tool_server.requests == len(ITEMS), (
+        f"expected {len(ITEMS)} requests to reach the tool server, got {tool_server.requests}"
+    )
+
+
+def test_warm_invocations_classify_every_item(kata, tool_server):
+    """five invocations in a row each get every category, like the first"""
+    for i in range(1, 6):
+        invoke(kata, tool_server, invocation=i)
+    assert tool_server.requests == 5 * len(ITEMS), (
+        f"expected {5 * len(ITEMS)} requests to reach the tool server, got {tool_server.requests}"
+    )
+
+
+def test_new_loop_recognised_when_it_reuses_a_dead_loops_id(kata, tool_server):
+    """a new loop is recognised even when it gets a dead loop's id()"""
+    # CPython may hand a freed loop's id to the next loop; force that here, as
+    # the incident's own regression test did, so an id()-based cache is caught.
+    kata.id = lambda obj: 4242
+    for i in (1, 2, 3):
+        invoke(kata, tool_server, invocation=i)
+
+
+def test_warm_invocations_keep_no_sockets_open(kata, tool_server):
+    """warm invocations do not pile up open sockets"""
+    with gc_paused():
+        invoke(kata, tool_server, invocation=1)
+        after_first = settled_fds()
+        for i in range(2, 7):
+            invoke(kata, tool_server, invocation=i)
+        after_sixth = settled_fds(at_most=after_first)
+    assert after_sixth <= after_first, (
+        f"expected no more open file descriptors after 6 invocations than after the first "
+        f"({after_first}), got {after_sixth}: {after_sixth - after_first} more, "
+        f"sockets that earlier invocations left open"
+    )
+
+
+def test_every_session_is_closed_by_the_code(kata, tool_server):
+    """every session is closed by the code, none is dropped unclosed"""
+    gc.collect()  # what earlier tests left behind is not this test's business
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for i in range(1, 5):
+            invoke(kata, tool_server, invocation=i)
+        gc.collect()
+    unclosed = [w for w in caught if "Unclosed client session" in str(w.message)]
+    assert not unclosed, (
+        f"expected every ClientSession to be closed by the code, got {len(unclosed)} destroyed "
+        f"unclosed over 4 invocations (aiohttp warned \"Unclosed client session\" for each)"
+    )
+
+
+def test_failed_invocation_leaves_no_socket_open(kata, tool_server):
+    """an invocation that fails (the tool answers 503) leaves no socket open"""
+    with gc_paused():
+        invoke(kata, tool_server, invocation=1)
+        after_first = settled_fds()
+        event = {"tool_url": tool_server.url, "items": ["coffee", "boom", "taxi"]}
+        try:
+            run_bounded(kata.handler, event, what="invocation 2")
+        except aiohttp.ClientResponseError:
+            pass  # the tool's 503 reaches the caller: that is what should happen
+        else:
+            pytest.fail("expected invocation 2 to raise the tool server's 503 as aiohttp.ClientResponseError")
+        invoke(kata, tool_server, invocation=3)
+        after_third = settled_fds(at_most=after_first)
+    assert after_third <= after_first, (
+        f"expected no more open file descriptors after a failed invocation and a good one than "
+        f"after the first ({after_first}), got {after_third}: the failed invocation left its sockets open"
+    )
