@@ -149,3 +149,14 @@ def for_tests_file(path: Path) -> Kata | None:
         if k.tests_path.resolve() == path:
             return k
     return None
+
+
+def markdown_table(katas=None) -> str:
+    """The README's kata table, made from the catalogue (a test keeps the README in step)."""
+    katas = load() if katas is None else katas
+    rows = ["| # | Kata | Notebook | What goes wrong |", "| --- | --- | --- | --- |"]
+    for k in katas:
+        rows.append(
+            f"| {k.number:02d} | `{k.id}` | [{k.title}](notebooks/{k.notebook}) | {k.summary} |"
+        )
+    return "\n".join(rows)

@@ -1,0 +1,82 @@
+"""The set-up stays in step: README table, pins, Binder."""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loopkata import catalogue
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pins_from_requirements() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = line.split(";")[0].split("==")
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def _pins_from_environment(path: Path) -> dict[str, str]:
+    pins = {}
+    for m in re.finditer(r"^\s+- ([A-Za-z0-9_.\-]+)==([^\s#]+)", path.read_text(), re.M):
+        pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
+def test_readme_kata_table_matches_the_catalogue():
+    """the README's kata table is the one the catalogue makes"""
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- kata-table[^>]*-->\n(.*?)\n<!-- end kata-table -->", text, re.S)
+    assert m, "expected the README to hold a kata table between <!-- kata-table --> markers"
+    expected = catalogue.markdown_table()
+    assert m.group(1).strip() == expected, f"the README's kata table is stale; it should read:\n{expected}"
+
+
+def test_environment_yml_carries_the_same_pins_as_requirements():
+    """environment.yml (conda, Binder) pins exactly what requirements.txt pins"""
+    req = _pins_from_requirements()
+    env = _pins_from_environment(ROOT / "environment.yml")
+    assert env == req, f"expected the same pins; only in requirements.txt: {set(req.items()) - set(env.items())}, only in environment.yml: {set(env.items()) - set(req.items())}"
+
+
+def test_binder_environment_is_the_same_file():
+    """binder/environment.yml is a byte-for-byte copy of environment.yml"""
+    # repo2docker reads only binder/ when it exists, and puts the file in the
+    # image before the rest of the repository, so a symlink would dangle there.
+    a, b = ROOT / "environment.yml", ROOT / "binder" / "environment.yml"
+    assert not b.is_symlink(), "binder/environment.yml must be a real file: a symlink dangles in repo2docker's build"
+    assert a.read_bytes() == b.read_bytes(), "binder/environment.yml differs from environment.yml: copy it over"
+
+
+def test_python_version_is_the_same_everywhere():
+    """pyproject, the Makefile and environment.yml agree on the Python version"""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    env = (ROOT / "environment.yml").read_text()
+    minimum = re.search(r'requires-python = ">=(3\.\d+)"', pyproject).group(1)
+    assert f"python={minimum}" in env, f"expected environment.yml to pin python={minimum}"
+    assert f"sys.version_info < ({minimum.replace('.', ', ')})" in (ROOT / "Makefile").read_text()
+
+
+@pytest.mark.skipif(shutil.which("repo2docker", path=str(Path(sys.executable).parent)) is None and shutil.which("repo2docker") is None,
+                    reason="jupyter-repo2docker is not installed (make test installs it)")
+def test_binder_builds_from_binder_folder():
+    """repo2docker picks binder/environment.yml, Python 3.11 and binder/postBuild"""
+    exe = shutil.which("repo2docker", path=str(Path(sys.executable).parent)) or shutil.which("repo2docker")
+    out = subprocess.run(
+        [exe, "--no-build", "--no-run", "--debug", str(ROOT)],
+        capture_output=True, text=True, timeout=120,
+    )
+    dockerfile = out.stdout + out.stderr
+    assert "Building conda environment for python=3.11" in dockerfile, dockerfile[-2000:]
+    assert '--file "binder/environment.yml"' in dockerfile, "expected the conda environment from binder/environment.yml"
+    assert "RUN ./binder/postBuild" in dockerfile, "expected binder/postBuild to run"
+    post = (ROOT / "binder" / "postBuild").read_text()
+    assert "pip install --no-deps -e ." in post, "postBuild installs the grader"
+    assert "jupyter trust notebooks/*.ipynb" in post, "postBuild trusts the shipped notebooks"
+    assert "/lab/tree/notebooks/00_start_here.ipynb" in post, "postBuild opens the start page"
