@@ -1,0 +1,245 @@
+"""Hidden tests for kata 04, collected-tasks.
+
+Every test gets a fresh copy of the implementation (`kata`) and a real price
+store: an asyncio TCP server on 127.0.0.1 (an ephemeral port), on a thread of
+its own, started and stopped by the test. Each `kata.handler(...)` call is one
+`asyncio.run`, in one process, as in a warm Lambda container, and runs under a
+hang guard.
+
+Under load the store is slow to answer: `PriceStore(gc_during_auth=N)` holds
+the replies to AUTH until N connections wait for one (or nothing new arrives
+for a while), runs one garbage collection, then answers everything. That is a
+collection cycle hitting while the writes wait for the store, made
+deterministic.
+"""
+import asyncio
+import gc
+import logging
+import threading
+import time
+import weakref
+
+from loopkata.testing import run_bounded
+
+
+class PriceStore:
+    """A real in-memory price store speaking the kata's line protocol over TCP."""
+
+    QUIET = 0.25  # hold replies at most this long after the last new connection
+    SETTLE = 0.05  # after the N-th waiting connection, let the client's loop go idle
+
+    def __init__(self, gc_during_auth: int = 0, fail: dict | None = None, token: str = "dev"):
+        self.data: dict[str, str] = {}
+        self.fail = dict(fail or {})  # key -> error line answered to SET key
+        self.token = token
+        self.gc_during_auth = gc_during_auth
+        self.collections = 0
+        self._holding = gc_during_auth > 0
+        self._waiting = 0
+        self._last_arrival = 0.0
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="price-store", daemon=True)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def landed(self, skus) -> list[str]:
+        return [s for s in skus if f"price:{s}" in self.data]
+
+    def __enter__(self):
+        self._thread.start()
+        if not self._ready.wait(5):
+            raise RuntimeError("the price store did not start within 5 s")
+        return self
+
+    def __exit__(self, *exc):
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(5)
+
+    def _run(self):
+        asyncio.run(self._main())
+
+    async def _main(self):
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._gate = asyncio.Event()
+        if not self._holding:
+            self._gate.set()
+        server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        watcher = asyncio.create_task(self._release_when_loaded()) if self._holding else None
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            server.close()
+
+    async def _release_when_loaded(self):
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(0.005)
+            if not self._waiting:
+                continue
+            quiet = loop.time() - self._last_arrival
+            if (self._waiting >= self.gc_during_auth and quiet >= self.SETTLE) or quiet >= self.QUIET:
+                break
+        gc.collect()
+        self.collections += 1
+        self._holding = False
+        self._gate.set()
+
+    async def _serve(self, reader, writer):
+        try:
+            authed = False
+            while line := (await reader.readline()).decode().strip():
+                verb, _, rest = line.partition(" ")
+                if verb == "AUTH":
+                    if self._holding:
+                        self._waiting += 1
+                        self._last_arrival = asyncio.get_running_loop().time()
+                        await self._gate.wait()
+                    authed = rest == self.token
+                    reply = "+OK" if authed else "-WRONGPASS invalid token"
+                elif not authed:
+                    reply = "-NOAUTH Authentication required."
+                elif verb == "SET":
+                    key, _, value = rest.partition(" ")
+                    if key in self.fail:
+                        reply = self.fail[key]
+                    else:
+                        self.data[key] = value
+                        reply = "+OK"
+                elif verb == "GET":
+                    reply = f"+{self.data[rest]}" if rest in self.data else "_"
+                else:
+                    reply = f"-ERR unknown command '{verb}'"
+                writer.write(reply.encode() + b"\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+class Records(logging.Handler):
+    """Keeps every record a logger emits (attached by hand: no pytest fixture needed)."""
+
+    def __init__(self, logger: logging.Logger):
+        super().__init__(logging.DEBUG)
+        self.logger, self.records = logger, []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def __enter__(self):
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self)
+
+    def count(self, text: str) -> int:
+        return sum(text in r.getMessage() for r in self.records)
+
+
+def prices(n: int, prefix: str = "sku") -> dict[str, str]:
+    return {f"{prefix}-{i}": f"{10 + i}.99" for i in range(n)}
+
+
+def invoke(kata, store, event, invocation=1):
+    kata.STORE_ADDRESS = store.address
+    return run_bounded(kata.handler, event, what=f"invocation {invocation}")
+
+
+def alive_tasks() -> list[asyncio.Task]:
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, asyncio.Task)]
+
+
+def test_writes_survive_a_garbage_collection(kata):
+    """100 writes all land, even when the garbage collector runs while they wait for the store"""
+    batch = prices(100)
+    with Records(logging.getLogger("asyncio")) as asyncio_log, PriceStore(gc_during_auth=101) as store:
+        store.data["price:quoted"] = "5.00"
+        out = invoke(kata, store, {"prices": batch, "quote": "quoted"})
+        landed = store.landed(batch)
+    destroyed = asyncio_log.count("Task was destroyed but it is pending!")
+    assert len(landed) == len(batch), (
+        f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed "
+        f"(a garbage collection ran while they waited for the store; "
+        f'asyncio logged "Task was destroyed but it is pending!" {destroyed} times)'
+    )
+    assert out == {"sku": "quoted", "price": "5.00"}, f"expected the quote {{'sku': 'quoted', 'price': '5.00'}}, got {out!r}"
+
+
+def test_writes_land_when_the_handler_has_nothing_to_await(kata):
+    """5 writes land even when the handler returns at once (the quote is already cached)"""
+    batch = prices(5)
+    with Records(logging.getLogger()) as root_log, PriceStore() as store:
+        out = invoke(kata, store, {"prices": batch, "quote": "sku-0"})
+        landed = store.landed(batch)
+    logged = f"{len(root_log.records)} log records were written" if root_log.records else "nothing was logged"
+    assert len(landed) == len(batch), (
+        f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed "
+        f"(the handler returned before they finished, and {logged})"
+    )
+    assert out == {"sku": "sku-0", "price": batch["sku-0"]}, f"expected the quote of sku-0, got {out!r}"
+
+
+def test_every_warm_invocation_lands_its_writes(kata):
+    """3 warm invocations in a row each land their 5 writes"""
+    with PriceStore() as store:
+        for i in (1, 2, 3):
+            batch = prices(5, prefix=f"inv{i}")
+            invoke(kata, store, {"prices": batch, "quote": f"inv{i}-0"}, invocation=i)
+            landed = store.landed(batch)
+            assert len(landed) == len(batch), (
+                f"invocation {i}: expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed"
+            )
+
+
+def test_finished_writes_are_not_kept_forever(kata):
+    """after 10 warm invocations, finished writes are not kept alive (nothing grows without bound)"""
+    before = weakref.WeakSet(alive_tasks())
+    with PriceStore() as store:
+        for i in range(1, 11):
+            batch = prices(5, prefix=f"inv{i}")
+            invoke(kata, store, {"prices": batch, "quote": f"inv{i}-0"}, invocation=i)
+    kept = [t for t in alive_tasks() if t not in before]
+    loops = {id(t.get_loop()) for t in kept}
+    assert len(kept) <= 5, (
+        f"expected at most 5 finished write tasks alive after 10 warm invocations of 5 writes "
+        f"and gc.collect(), found {len(kept)}, keeping {len(loops)} finished event loops alive with them"
+    )
+
+
+def test_a_failed_write_is_logged_with_its_traceback(kata):
+    """a write the store refuses is logged with its traceback, and the other writes still land"""
+    batch = prices(4)
+    batch["sku-broken"] = "1.00"
+    error = "-READONLY You can't write against a read only replica."
+    module_logger = logging.getLogger(kata.__name__)
+    with Records(module_logger) as module_log, PriceStore(fail={"price:sku-broken": error}) as store:
+        out = invoke(kata, store, {"prices": batch, "quote": "sku-0"})
+        logged_by_return = list(module_log.records)
+        landed = store.landed(batch)
+    with_traceback = [
+        r for r in logged_by_return
+        if r.levelno >= logging.ERROR and r.exc_info and isinstance(r.exc_info[1], kata.StoreError)
+    ]
+    seen = "; ".join(f"{r.levelname} {r.getMessage()!r}" for r in logged_by_return) or "no record at all"
+    assert with_traceback, (
+        "expected the refused write's StoreError to be logged at ERROR with its traceback "
+        f"(exc_info) on the module's logger before the invocation returned, got {seen}"
+    )
+    others = [s for s in batch if s != "sku-broken"]
+    assert store.landed(others) == others, (
+        f"expected the {len(others)} other writes to land, {len(store.landed(others))} landed"
+    )
+    assert out == {"sku": "sku-0", "price": batch["sku-0"]}, (
+        f"expected the invocation to return its quote although one write failed, got {out!r}"
+    )
+    assert len(landed) == len(others)
