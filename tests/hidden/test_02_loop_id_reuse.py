@@ -42,6 +42,7 @@ class ToolServer:
         body = await request.json()
         self.requests += 1
         if body.get("text") == "boom":
+            await asyncio.sleep(0.1)  # the slow item fails last, once the others are answered
             return web.json_response({"error": "the model is overloaded"}, status=503)
         return web.json_response({"category": CATEGORIES.get(body.get("text"), "other")})
 

@@ -3,7 +3,8 @@
 Instead of a new loop per invocation (asyncio.run), the container keeps a
 single loop and runs each invocation on it with run_until_complete. The
 session never outlives its loop, so it is safe to keep: warm invocations
-reuse its keep-alive connections instead of opening new ones.
+reuse its keep-alive connections instead of opening new ones. Since the loop
+outlives every invocation, an invocation must leave no task running on it.
 """
 import asyncio
 import logging
@@ -42,7 +43,15 @@ async def classify(tool_url: str, text: str) -> str:
 
 
 async def classify_receipt(tool_url: str, items: list[str]) -> list[str]:
-    return list(await asyncio.gather(*(classify(tool_url, item) for item in items)))
+    # The loop outlives the invocation, so nothing may be left running on it:
+    # when one request fails, the others are cancelled and waited for.
+    tasks = [asyncio.ensure_future(classify(tool_url, item)) for item in items]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def handler(event: dict, context=None) -> dict:
