@@ -14,7 +14,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements-dev.txt -e .
-	$(BIN)/jupyter trust -q notebooks/*.ipynb
+	$(BIN)/jupyter trust notebooks/*.ipynb
 	@touch $@
 
 lab: $(STAMP)
@@ -28,7 +28,7 @@ test: $(STAMP)
 # Re-execute every notebook in place, storing outputs and widget state.
 notebooks: $(STAMP)
 	cd notebooks && for nb in *.ipynb; do LOOPKATA_STATE=$$(mktemp -d) ../$(BIN)/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; done
-	$(BIN)/jupyter trust -q notebooks/*.ipynb
+	$(BIN)/jupyter trust notebooks/*.ipynb
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/check_latency.py

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .catalogue import Kata, project_root
 
-SOLVED, ATTEMPTED, UNTOUCHED = "solved", "attempted", "untouched"
+SOLVED, ATTEMPTED, UNTOUCHED, MISSING = "solved", "attempted", "untouched", "missing"
 
 
 def state_dir() -> Path:
@@ -91,6 +91,8 @@ def starter_files(kata: Kata) -> dict[Path, bytes]:
     except (OSError, subprocess.CalledProcessError):
         pass
     snapshot = state_dir() / "starters"
+    if not (snapshot / kata.path).exists() and not kata.kata_path.exists():
+        return {}
     if not (snapshot / kata.path).exists():
         # No git: the first time we look, the files in katas/ are taken as the starter.
         for rel in _kata_files(kata, root / "katas"):
@@ -107,6 +109,8 @@ def is_untouched(kata: Kata) -> bool:
 
 
 def status(kata: Kata) -> str:
+    if not kata.kata_path.exists():
+        return MISSING  # deleted by hand: `loopkata reset` brings the starter back
     saved = entry(kata).get("status")
     if saved == SOLVED:
         return SOLVED
