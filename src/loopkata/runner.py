@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,6 +124,19 @@ def _faulthandler_stacks(text: str) -> str:
     return "\n".join(out)
 
 
+def _overlay(kata: Kata, impl: Path, tmp: Path) -> Path:
+    """A decoy or variant folder holds only the files where it differs from the reference
+    fix; the rest is taken from solutions/. Any other implementation is graded as it is."""
+    alternatives = (kata.root / "tests" / "decoys", kata.root / "tests" / "variants")
+    if not (impl.is_dir() and kata.solution_path.is_dir() and any(a in impl.parents for a in alternatives)):
+        return impl
+    merged = tmp / "impl" / impl.name
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(kata.solution_path, merged, ignore=skip)
+    shutil.copytree(impl, merged, ignore=skip, dirs_exist_ok=True)
+    return merged
+
+
 def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
     """Run `kata`'s hidden tests against `impl` (default: the learner's copy in katas/)."""
     impl = Path(impl).resolve() if impl else kata.kata_path
@@ -138,6 +152,7 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
 
     with tempfile.TemporaryDirectory(prefix="loopkata-") as tmp:
         results_file, stacks_file = Path(tmp, "results.jsonl"), Path(tmp, "stacks.txt")
+        graded = _overlay(kata, impl, Path(tmp))
         env = {
             **os.environ,
             "LOOPKATA_ROOT": str(kata.root),
@@ -150,7 +165,7 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         }
         cmd = [
-            sys.executable, "-m", "pytest", str(kata.tests_path), "--impl", str(impl),
+            sys.executable, "-m", "pytest", str(kata.tests_path), "--impl", str(graded),
             "-p", "loopkata.pytest_plugin", "-p", "no:cacheprovider",
             "-q", "--assert=plain", "-c", os.devnull, "--rootdir", str(kata.tests_path.parent),
         ]
