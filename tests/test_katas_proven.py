@@ -48,7 +48,7 @@ def test_kata_has_decoys_and_variants(kata):
     assert len(kata.variants) >= 1, f"{kata.id}: expected at least 1 variant in tests/variants/{kata.id}/"
     assert kata.symptoms, f"{kata.id}: the catalogue states no symptom for the starter"
     for decoy in kata.decoys:
-        text = (decoy / "__init__.py" if decoy.is_dir() else decoy).read_text()
-        assert text.lstrip().startswith(('"""', "'''")), (
+        files = sorted(decoy.rglob("*.py")) if decoy.is_dir() else [decoy]
+        assert any(f.read_text().lstrip().startswith(('"""', "'''")) for f in files), (
             f"{decoy}: a decoy starts with a docstring saying why it is wrong"
         )
