@@ -20,10 +20,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
 
-# The suite: engine tests, every kata proven three ways, every notebook under nbval.
-# Progress is kept apart so a test run never touches the learner's own.
+# The suite: engine tests, every kata proven three ways, every notebook under nbval
+# (conftest.py keeps its progress apart from the learner's).
 test: $(STAMP)
-	LOOPKATA_STATE=$$(mktemp -d) $(BIN)/pytest
+	$(BIN)/pytest
 
 # Re-execute every notebook in place, storing outputs and widget state.
 notebooks: $(STAMP)

@@ -168,6 +168,7 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
             sys.executable, "-m", "pytest", str(kata.tests_path), "--impl", str(graded),
             "-p", "loopkata.pytest_plugin", "-p", "no:cacheprovider",
             "-q", "--assert=plain", "-c", os.devnull, "--rootdir", str(kata.tests_path.parent),
+            "--confcutdir", str(kata.tests_path.parent),
         ]
         child = subprocess.Popen(
             cmd, cwd=kata.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
