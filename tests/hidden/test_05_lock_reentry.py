@@ -10,7 +10,6 @@ and a hang is reported with the stuck lines of the learner's code.
 import asyncio
 import importlib
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -243,7 +242,7 @@ def health_now(base: str) -> str:
     started = time.perf_counter()
     try:
         r = httpx.get(f"{base}/health", timeout=0.5)
-        return f"meanwhile GET /health answered {r.status_code} in {(time.perf_counter() - started) * 1000:.0f} ms"
+        return f"meanwhile GET /health answered {r.status_code} in {(time.perf_counter() - started) * 1000:.1f} ms"
     except httpx.TimeoutException:
         return "meanwhile GET /health got no answer within 0.5 s either: the event loop itself is stuck"
 
@@ -256,12 +255,10 @@ def test_upload_is_saved(kata, tmp_path):
     with serving(app) as base:
         try:
             r = httpx.post(
-                f"{base}/rules", files={"file": ("q3.csv", RULES, "text/csv")}, timeout=hang_after() + 1
+                f"{base}/rules", files={"file": ("q3.csv", RULES, "text/csv")}, timeout=hang_after()
             )
         except httpx.TimeoutException:
-            raise Hang(
-                "POST /rules", hang_after() + 1, health_now(base) + "\n" + new_threads_stuck(before)
-            ) from None
+            raise Hang("POST /rules", hang_after(), health_now(base) + "\n" + new_threads_stuck(before)) from None
         assert r.status_code == 200, f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
         assert r.json().get("rules") == 3, f"expected the answer to count 3 rules, got {r.json()}"
         assert path.exists(), f"expected the upload to write {path.name}, but there is no such file"
@@ -298,21 +295,33 @@ def test_rules_are_parsed_off_the_event_loop(kata, tmp_path):
         def upload():
             try:
                 answer["response"] = httpx.post(
-                    f"{base}/rules", files={"file": ("q3.csv", RULES, "text/csv")}, timeout=hang_after() + 1
+                    f"{base}/rules", files={"file": ("q3.csv", RULES, "text/csv")}, timeout=hang_after()
                 )
+            except httpx.TimeoutException:
+                answer["timed out"] = True
             except httpx.HTTPError as exc:
                 answer["error"] = exc
 
         client = threading.Thread(target=upload, name="client", daemon=True)
         client.start()
-        called.wait(hang_after() + 1)
+        deadline = time.monotonic() + hang_after()
+        while not called.wait(0.01) and client.is_alive() and time.monotonic() < deadline:
+            pass
+        if not seen and "response" in answer:
+            r = answer["response"]
+            raise AssertionError(
+                "expected the upload to call app.parse_rules (the tests spy on it), "
+                f"but it answered {r.status_code} without calling it: {r.text}"
+            )
         assert seen, "expected the upload to call app.parse_rules (the tests spy on it), it was never called"
         assert not seen["on_loop"], (
             "expected parse_rules to run off the event loop (asyncio.get_running_loop() raising RuntimeError "
             "inside it), but it ran on the event loop thread: while a file is parsed there, /health cannot answer"
         )
-        client.join(hang_after() + 1.5)
-        if client.is_alive() or "error" in answer:
-            raise Hang("POST /rules", hang_after() + 1, health_now(base) + "\n" + new_threads_stuck(before))
+        client.join(hang_after() + 0.5)
+        if client.is_alive() or "timed out" in answer:
+            raise Hang("POST /rules", hang_after(), health_now(base) + "\n" + new_threads_stuck(before))
+        if "error" in answer:
+            raise answer["error"]
         r = answer["response"]
         assert r.status_code == 200, f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
