@@ -8,6 +8,7 @@ joined with a deadline, worker processes and HTTP requests have timeouts),
 and a hang is reported with the stuck lines of the learner's code.
 """
 import asyncio
+import concurrent.futures
 import importlib
 import json
 import subprocess
@@ -211,6 +212,27 @@ def test_two_processes_lose_no_update(kata, tmp_path):
 
 # --- the service -------------------------------------------------------------
 
+class DaemonExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor (asyncio.to_thread), one daemon thread per call.
+
+    A pool's worker threads are joined when the interpreter exits, so one stuck
+    on a lock would keep the grader's process alive until its budget runs out.
+    """
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = concurrent.futures.Future()
+
+        def run():
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args, **kwargs))
+                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+                    future.set_exception(exc)
+
+        threading.Thread(target=run, name="to_thread worker", daemon=True).start()
+        return future
+
+
 @contextmanager
 def serving(app):
     """Serve `app` with uvicorn on 127.0.0.1 (an ephemeral port) in a daemon thread; stop it after."""
@@ -218,7 +240,17 @@ def serving(app):
         app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", timeout_graceful_shutdown=0.2
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+
+    def run():
+        loop = asyncio.new_event_loop()
+        loop.set_default_executor(DaemonExecutor())
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(server.serve())
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=run, name="uvicorn", daemon=True)
     thread.start()
     deadline = time.monotonic() + 15
     while not server.started:
