@@ -124,17 +124,33 @@ def _faulthandler_stacks(text: str) -> str:
     return "\n".join(out)
 
 
-def _overlay(kata: Kata, impl: Path, tmp: Path) -> Path:
+def _overlay(kata: Kata, impl: Path, tmp: Path) -> tuple[Path, dict[str, str]]:
     """A decoy or variant folder holds only the files where it differs from the reference
-    fix; the rest is taken from solutions/. Any other implementation is graded as it is."""
+    fix; the rest is taken from solutions/. Any other implementation is graded as it is.
+
+    Returns the folder to grade and, for a merged copy, how to name each copied
+    file after the file it came from (so messages never show a temporary path).
+    """
     alternatives = (kata.root / "tests" / "decoys", kata.root / "tests" / "variants")
     if not (impl.is_dir() and kata.solution_path.is_dir() and any(a in impl.parents for a in alternatives)):
-        return impl
+        return impl, {}
     merged = tmp / "impl" / impl.name
-    skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(kata.solution_path, merged, ignore=skip)
-    shutil.copytree(impl, merged, ignore=skip, dirs_exist_ok=True)
-    return merged
+    names = {}
+    for source in (kata.solution_path, impl):  # the decoy's own files win
+        for f in source.rglob("*.py"):
+            if "__pycache__" in f.parts:
+                continue
+            rel = f.relative_to(source)
+            (merged / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, merged / rel)
+            names[os.path.relpath(merged / rel, kata.root)] = os.path.relpath(f, kata.root)
+    return merged, names
+
+
+def _rename(text: str, names: dict[str, str]) -> str:
+    for copied, original in names.items():
+        text = text.replace(copied, original)
+    return text
 
 
 def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
@@ -152,7 +168,7 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
 
     with tempfile.TemporaryDirectory(prefix="loopkata-") as tmp:
         results_file, stacks_file = Path(tmp, "results.jsonl"), Path(tmp, "stacks.txt")
-        graded = _overlay(kata, impl, Path(tmp))
+        graded, names = _overlay(kata, impl, Path(tmp))
         env = {
             **os.environ,
             "LOOPKATA_ROOT": str(kata.root),
@@ -192,7 +208,8 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
         elif r["event"] == "begin":
             running = r["name"]
         elif r["event"] == "result":
-            fields = {k: v for k, v in r.items() if k in TestResult.__dataclass_fields__}
+            fields = {k: _rename(v, names) if isinstance(v, str) else v
+                      for k, v in r.items() if k in TestResult.__dataclass_fields__}
             tests[r["name"]] = TestResult(**fields)
             running = None
     if running in tests and (timed_out or child.returncode < 0):
@@ -200,7 +217,7 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
         if timed_out:
             stuck.outcome = HANG
             stuck.message = f"The whole check ran out of its {kata.budget_seconds:g} s budget here: it is stuck."
-            stuck.stacks = _faulthandler_stacks(stacks)
+            stuck.stacks = _rename(_faulthandler_stacks(stacks), names)
         else:
             stuck.outcome = ERROR
             stuck.message = f"The test process crashed (signal {-child.returncode}) while running this test."
