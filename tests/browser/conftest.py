@@ -1,0 +1,568 @@
+"""Every notebook, run the way a learner runs it: JupyterLab in headless Chromium.
+
+One JupyterLab server and one Chromium serve the whole session. The server
+runs on a temporary copy of the project (LOOPKATA_ROOT points to it), so the
+tests may edit katas and save notebooks without touching the checkout, and
+progress goes to a temporary folder. The copied notebooks are stripped of
+their stored outputs: every panel, widget and plot the tests find was made by
+this run.
+
+Notebooks run a few at a time (LOOPKATA_BROWSER_PARALLEL, default 3), the
+slowest first: while one test makes its assertions, the next notebooks
+already run in other tabs.
+
+Without Chromium (Debian's `chromium`) or Python Playwright these tests are
+skipped, unless LOOPKATA_REQUIRE_BROWSER is set to anything but "" or "0"
+(CI), where they fail.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from loopkata import catalogue
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts" / "screenshots"
+
+# Launch flags that work in containers and CI: no sandbox (root), no GPU, no network chatter.
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-proxy-server",
+]
+VIEWPORT = {"width": 1280, "height": 900}
+
+# Lab settings for the test server only: no update check, no news, no extension
+# manager; cell timings recorded, so a saved notebook says how long its run took.
+LAB_OVERRIDES = {
+    "@jupyterlab/apputils-extension:notification": {"checkForUpdates": False, "fetchNews": "false"},
+    "@jupyterlab/extensionmanager-extension:plugin": {"enabled": False},
+    "@jupyterlab/notebook-extension:tracker": {"recordTiming": True},
+}
+
+SERVER_START_TIMEOUT = 90
+KERNEL_IDLE_TIMEOUT = 120_000  # ms
+RUN_ALL_TIMEOUT = 300_000  # ms, a whole notebook
+WIDGET_TIMEOUT = 30_000  # ms, a widget view or a comm round trip
+
+# "server start" -> seconds, and notebook stem -> {"Run All" | "checks" | "clicks" -> seconds}
+TIMINGS: dict = {}
+
+
+def _required() -> bool:
+    return os.environ.get("LOOPKATA_REQUIRE_BROWSER", "") not in ("", "0")
+
+
+def _browser_problem() -> str:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Python Playwright is not installed (pip install playwright==1.65.2)."
+    if not shutil.which("chromium"):
+        return "Chromium is not installed (Debian: apt-get install chromium fonts-liberation)."
+    return ""
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    problem = _browser_problem()
+    if problem:
+        if _required():
+            pytest.fail(f"LOOPKATA_REQUIRE_BROWSER is set, but {problem}", pytrace=False)
+        pytest.skip(f"browser tests need Chromium and Playwright: {problem}")
+    return shutil.which("chromium")
+
+
+# --- the project copy -------------------------------------------------------
+
+# Not copied: the installed package stays the checkout's own (src/ is installed in
+# editable mode), and nothing at the top that starts with a dot (.git, .venv, progress).
+_SKIP_TOP = {"src", "artifacts", "docs", "binder"}
+_SKIP_ANY = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
+
+
+def _ignore(folder, names):
+    top = Path(folder).resolve() == ROOT
+    return [
+        n for n in names
+        if n in _SKIP_ANY or n.endswith((".pyc", ".egg-info")) or (top and (n in _SKIP_TOP or n.startswith(".")))
+    ]
+
+
+def _strip_outputs(path: Path) -> None:
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        cell.metadata.pop("execution", None)
+    nb.metadata.pop("widgets", None)
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="session")
+def workdir(chromium_path):
+    with tempfile.TemporaryDirectory(prefix="loopkata-browser-", ignore_cleanup_errors=True) as tmp:
+        yield Path(tmp)
+
+
+@pytest.fixture(scope="session")
+def project_copy(workdir) -> Path:
+    """The project's katas, solutions, tests and notebooks, copied; notebooks without outputs."""
+    copy = workdir / "project"
+    shutil.copytree(ROOT, copy, ignore=_ignore)
+    for nb in (copy / "notebooks").glob("*.ipynb"):
+        _strip_outputs(nb)
+    return copy
+
+
+# --- the JupyterLab server --------------------------------------------------
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    root: Path
+    log: Path
+    process: subprocess.Popen
+
+    def open_url(self, notebook: str, workspace: str) -> str:
+        return f"{self.url}/lab/workspaces/{workspace}/tree/notebooks/{notebook}?reset&token={self.token}"
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(url: str, token: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(f"{url}/api/status", headers={"Authorization": f"token {token}"})
+    try:
+        with opener.open(request, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _start_lab(root: Path, tmp: Path) -> Lab:
+    settings = tmp / "lab-app-settings"
+    settings.mkdir(exist_ok=True)
+    (settings / "overrides.json").write_text(json.dumps(LAB_OVERRIDES, indent=2))
+    env = {
+        **os.environ,
+        "LOOPKATA_ROOT": str(root),
+        "LOOPKATA_STATE": str(tmp / "progress"),
+        # Nothing of the server's, the kernels' or IPython's goes to the home folder.
+        "JUPYTER_CONFIG_DIR": str(tmp / "jupyter-config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "jupyter-runtime"),
+        "IPYTHONDIR": str(tmp / "ipython"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    env.pop("PYTEST_CURRENT_TEST", None)
+    token = secrets.token_hex(16)
+    last_problem = ""
+    for attempt in range(3):
+        port = _free_port()
+        cmd = [
+            sys.executable, "-m", "jupyterlab", "--no-browser",
+            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+            "--ServerApp.terminals_enabled=False",
+            "--NotebookNotary.db_file=:memory:",  # saving signs the notebook; keep that out of the home folder
+            f"--LabApp.app_settings_dir={settings}",
+            f"--LabApp.user_settings_dir={tmp / 'lab-user-settings'}",
+            f"--LabApp.workspaces_dir={tmp / 'lab-workspaces'}",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")
+        log = tmp / f"jupyterlab-{attempt}.log"
+        with open(log, "wb") as out:
+            process = subprocess.Popen(
+                cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        lab = Lab(f"http://127.0.0.1:{port}", token, root, log, process)
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline and process.poll() is None:
+            if _answers(lab.url, token):
+                return lab
+            time.sleep(0.2)
+        _stop_lab(lab, tmp)
+        last_problem = f"JupyterLab did not answer on {lab.url} (exit code {process.returncode}):\n{lab.log_tail()}"
+        if "already in use" not in lab.log_tail():
+            break
+    pytest.fail(last_problem, pytrace=False)
+
+
+def _kernel_pids(runtime: Path) -> list[int]:
+    """Kernels this server started: their command line names our own runtime folder."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if str(runtime) in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _stop_lab(lab: Lab, tmp: Path) -> None:
+    """SIGTERM makes jupyter shut its kernels down; anything left after 20 s is killed."""
+    process = lab.process
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    for pid in _kernel_pids(tmp / "jupyter-runtime"):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@pytest.fixture(scope="session")
+def lab(project_copy, workdir):
+    started = time.monotonic()
+    server = _start_lab(project_copy, workdir)
+    TIMINGS["server start"] = time.monotonic() - started
+    try:
+        yield server
+    finally:
+        _stop_lab(server, workdir)
+        TIMINGS["browser stage, server start to stop"] = time.monotonic() - started
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=10_000)  # a widget view may take a moment on a busy machine
+    started = time.monotonic()
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_FLAGS)
+        TIMINGS["browser start"] = time.monotonic() - started
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+# --- one notebook in one tab ------------------------------------------------
+
+_STATE_JS = """() => {
+  const items = [...document.querySelectorAll('#jp-main-statusbar .jp-StatusBar-TextItem')];
+  const kernel = items.find(e => (e.getAttribute('title') || '').startsWith('Change kernel'))
+              || items.find(e => e.textContent.includes(' | '));
+  const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
+                  .map(e => e.textContent.trim());
+  return {status: kernel ? kernel.textContent.trim() : '', prompts};
+}"""
+
+# The status bar, not the toolbar indicator: the toolbar says idle while the
+# status bar still says "Initializing", and Run All then often does nothing.
+_IDLE_JS = f"() => ({_STATE_JS})().status.endsWith('| Idle')"
+_STARTED_JS = f"() => ({_STATE_JS})().prompts.some(p => p !== '[ ]:')"
+_FINISHED_JS = f"""() => {{
+  const s = ({_STATE_JS})();
+  if (/\\| (Dead|Unknown)$/.test(s.status)) return 'the kernel died: ' + s.status;
+  return s.status.endsWith('| Idle') && s.prompts.some(p => /\\[\\d+\\]/.test(p))
+         && !s.prompts.some(p => p.includes('*')) && 'done';
+}}"""
+
+
+class NotebookRun:
+    """A notebook open in its own browser context, run with Run All like a learner does."""
+
+    def __init__(self, lab: Lab, browser, name: str):
+        import nbformat
+
+        self.lab, self.name, self.stem = lab, name, Path(name).stem
+        self.path = lab.root / "notebooks" / name
+        if not self.path.is_file():
+            raise AssertionError(f"notebooks/{name} is not in the project copy this session made at its start")
+        # The stored, executed notebook from the checkout: what each cell is expected to show.
+        self.stored = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+        self.context = browser.new_context(viewport=VIEWPORT)
+        self.context.set_default_timeout(WIDGET_TIMEOUT)
+        self.page = self.context.new_page()
+        self.saved = None
+        self.started = self.sidebar_hidden = False
+        self.page.goto(lab.open_url(name, f"test-{self.stem}"), timeout=60_000)
+
+    def state(self) -> dict:
+        return self.page.evaluate(_STATE_JS)
+
+    def run_all(self) -> None:
+        try:
+            self.page.wait_for_function(_IDLE_JS, timeout=KERNEL_IDLE_TIMEOUT, polling=200)
+        except Exception as exc:
+            raise AssertionError(
+                f"{self.name}: the kernel never became idle; the status bar says {self.state()['status']!r}.\n"
+                f"{self.lab.log_tail()}"
+            ) from exc
+        self.started = True
+        self.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text="Run").first.click()
+        self.page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+        try:
+            self.page.wait_for_function(_STARTED_JS, timeout=30_000, polling=200)
+        except Exception as exc:
+            raise AssertionError(
+                f"{self.name}: Run All started no cell; the status bar says {self.state()['status']!r}"
+            ) from exc
+
+    def wait_finished(self) -> None:
+        try:
+            outcome = self.page.wait_for_function(_FINISHED_JS, timeout=RUN_ALL_TIMEOUT, polling=250).json_value()
+        except Exception as exc:
+            s = self.state()
+            raise AssertionError(
+                f"{self.name}: Run All did not finish in {RUN_ALL_TIMEOUT // 1000} s; "
+                f"status {s['status']!r}, prompts {' '.join(s['prompts'])}"
+            ) from exc
+        if outcome != "done":
+            raise AssertionError(f"{self.name}: {outcome}\n{self.lab.log_tail()}")
+        self.save()
+        TIMINGS.setdefault(self.stem, {})["Run All"] = run_seconds(self.saved)
+
+    def save(self) -> None:
+        """Save through the toolbar and read the file back: the only place errors are told apart from stderr."""
+        import nbformat
+
+        before = self.path.stat().st_mtime_ns
+        self.page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").first.click()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.path.stat().st_mtime_ns != before:
+                try:
+                    self.saved = nbformat.read(self.path, as_version=4)
+                    return
+                except Exception:
+                    pass  # caught mid-write
+            time.sleep(0.1)
+        raise AssertionError(f"{self.name}: saving the notebook from JupyterLab did not change the file")
+
+    # helpers for the tests
+
+    def cells(self):
+        return self.page.locator(".jp-Notebook .jp-Cell")
+
+    def cell(self, index: int):
+        return self.cells().nth(index)
+
+    def run_cell(self, index: int) -> None:
+        """Select one cell and run it from the Run menu, as a learner re-runs a check."""
+        self.cell(index).locator(".jp-InputPrompt").first.click()
+        self.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text="Run").first.click()
+        self.page.locator(".lm-Menu-item[data-command='notebook:run-cell']").click()
+
+    def screenshot(self, name: str | None = None, focus=None) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        target = ARTIFACTS / f"{name or self.stem}.png"
+        try:
+            if not self.sidebar_hidden:  # the file browser takes a fifth of the width
+                self.page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").first.click(timeout=5_000)
+                self.sidebar_hidden = True
+            if focus is not None and focus.count():
+                # Twice: cells rendered on the way in change height and move the target.
+                for _ in range(2):
+                    focus.first.evaluate("e => e.scrollIntoView({block: 'start'})")
+                    self.page.wait_for_timeout(300)
+            self.page.screenshot(path=str(target))
+        except Exception:
+            pass  # a screenshot is a by-product; never hide the real failure behind it
+        return target
+
+    def close(self) -> None:
+        try:
+            self.context.close()
+        except Exception:
+            pass
+
+
+def run_seconds(nb) -> float:
+    """From the first cell's start to the last cell's reply, by the timings kept in cell metadata."""
+    starts, ends = [], []
+    for cell in nb.cells:
+        timing = cell.get("metadata", {}).get("execution", {})
+        try:
+            start = datetime.fromisoformat(timing["iopub.execute_input"].replace("Z", "+00:00"))
+            end = datetime.fromisoformat(timing["shell.execute_reply"].replace("Z", "+00:00"))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        starts.append(start)
+        ends.append(end)
+    return (max(ends) - min(starts)).total_seconds() if starts else 0.0
+
+
+def stored_seconds(name: str) -> float:
+    """How long the stored notebook took to execute (nbclient keeps timings in each cell)."""
+    import nbformat
+
+    try:
+        return run_seconds(nbformat.read(ROOT / "notebooks" / name, as_version=4))
+    except (OSError, ValueError):
+        return 0.0
+
+
+class Runs:
+    """Opens and runs the session's notebooks a few at a time, in the order the tests ask for them."""
+
+    def __init__(self, lab: Lab, browser, order: list[str], parallel: int):
+        self.lab, self.browser, self.parallel = lab, browser, max(1, parallel)
+        # Longest first, so the slowest notebook is not the last one to start.
+        self.pending = sorted(order, key=stored_seconds, reverse=True)
+        self.inflight: dict[str, NotebookRun | Exception] = {}
+        self.done: dict[str, NotebookRun | Exception] = {}
+
+    def _open(self, name: str) -> None:
+        if name in self.pending:
+            self.pending.remove(name)
+        try:
+            self.inflight[name] = NotebookRun(self.lab, self.browser, name)
+        except Exception as exc:  # reported to the test that asks for this notebook
+            self.inflight[name] = exc
+
+    def _start(self, name: str) -> None:
+        run = self.inflight[name]
+        if isinstance(run, NotebookRun) and not run.started:
+            try:
+                run.run_all()
+            except Exception as exc:
+                run.close()
+                self.inflight[name] = exc
+
+    def _fill(self, first: str | None = None) -> None:
+        """Open tabs up to the limit (their kernels start together), then press Run All in each."""
+        if first is not None and first not in self.inflight:
+            self._open(first)
+        while len(self.inflight) < self.parallel and self.pending:
+            self._open(self.pending[0])
+        for name in list(self.inflight):
+            self._start(name)
+
+    def get(self, name: str) -> NotebookRun:
+        if name not in self.done:
+            self._fill(first=name)
+            run = self.inflight.pop(name)
+            if isinstance(run, NotebookRun):
+                try:
+                    run.wait_finished()
+                except Exception as exc:
+                    run.close()
+                    run = exc
+            self.done[name] = run
+            self._fill()  # the next notebooks run while this one is examined
+        run = self.done[name]
+        if isinstance(run, Exception):
+            raise run
+        return run
+
+    def close(self) -> None:
+        for run in [*self.inflight.values(), *self.done.values()]:
+            if isinstance(run, NotebookRun):
+                run.close()
+
+
+@pytest.fixture(scope="session")
+def runs(request, lab, browser):
+    wanted = []
+    for item in request.session.items:
+        name = getattr(item, "callspec", None) and item.callspec.params.get("notebook")
+        if name and name not in wanted:
+            wanted.append(name)
+    parallel = int(os.environ.get("LOOPKATA_BROWSER_PARALLEL", "3") or 3)
+    manager = Runs(lab, browser, wanted, parallel)
+    try:
+        yield manager
+    finally:
+        manager.close()
+
+
+# --- what the notebooks should show ----------------------------------------
+
+_COLLECTED: dict[str, int] = {}
+
+
+def _hidden_test_count(kata: catalogue.Kata) -> int:
+    """How many tests the grader collects for `kata`: the rows its check panel must show."""
+    if kata.id not in _COLLECTED:
+        with tempfile.TemporaryDirectory(prefix="loopkata-collect-") as tmp:
+            results = Path(tmp, "results.jsonl")
+            env = {
+                **os.environ, "LOOPKATA_ROOT": str(kata.root), "LOOPKATA_RESULTS": str(results),
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1",
+            }
+            for name in ("LOOPKATA_STACKS", "LOOPKATA_BUDGET", "PYTEST_ADDOPTS"):
+                env.pop(name, None)
+            cmd = [
+                sys.executable, "-m", "pytest", str(kata.tests_path), "--impl", str(kata.solution_path),
+                "-p", "loopkata.pytest_plugin", "-p", "no:cacheprovider", "--collect-only", "-q",
+                "-c", os.devnull, "--rootdir", str(kata.tests_path.parent),
+            ]
+            proc = subprocess.run(
+                cmd, cwd=kata.root, env=env, stdin=subprocess.DEVNULL,
+                capture_output=True, text=True, timeout=120, check=False,
+            )
+            lines = results.read_text().splitlines() if results.exists() else []
+            count = sum(json.loads(line).get("event") == "collected" for line in lines)
+            if not count:
+                raise AssertionError(f"could not collect the hidden tests of {kata.id}:\n{proc.stdout[-1500:]}")
+            _COLLECTED[kata.id] = count
+    return _COLLECTED[kata.id]
+
+
+@pytest.fixture(scope="session")
+def hidden_tests():
+    """hidden_tests(kata) -> how many tests the grader collects for it."""
+    return _hidden_test_count
+
+
+@pytest.fixture(scope="session")
+def timings() -> dict:
+    return TIMINGS
+
+
+def pytest_terminal_summary(terminalreporter):
+    notebooks = {k: v for k, v in TIMINGS.items() if isinstance(v, dict)}
+    if not notebooks:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("browser timings")
+    for what in ("server start", "browser start"):
+        if what in TIMINGS:
+            write(f"{what:<36}{TIMINGS[what]:7.1f} s")
+    write(f"{'notebook':<36}{'Run All':>9}{'checks':>9}{'clicks':>9}")
+    for stem, phases in notebooks.items():
+        cells = "".join(f"{phases[p]:7.1f} s" if p in phases else f"{'-':>9}" for p in ("Run All", "checks", "clicks"))
+        write(f"{stem:<36}{cells}")
+    for what, seconds in TIMINGS.items():
+        if what.startswith(("learner loop", "browser stage")):
+            write(f"{what:<36}{seconds:7.1f} s")

@@ -1,0 +1,322 @@
+"""Every notebook in JupyterLab, the way a learner uses it: open, Run All, click.
+
+For 00_start_here and every notebook in the catalogue: Run All finishes with
+no error output (except in cells tagged to raise); every plot is an image;
+every check panel shows one row per hidden test and reveals a hint; every
+prediction question grades an answer; every `interact_manual` widget runs.
+Then one learner's whole loop: fix the kata, re-run the check cell, see green.
+
+Screenshots go to artifacts/screenshots/.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from loopkata import catalogue
+
+ROOT = Path(__file__).resolve().parents[2]
+KATAS = catalogue.load(ROOT)
+NOTEBOOKS = list(dict.fromkeys(["00_start_here.ipynb", *(k.notebook for k in KATAS)]))
+NOTEBOOK_KATA = {k.notebook: k for k in KATAS}
+
+_CHECK_CALL = re.compile(r"\bcheck\(\s*[\"']([^\"']+)[\"']\s*([,)])")
+_ASK_CALL = re.compile(r"(?<![\w.])ask\(")
+_PROGRESS_CALL = re.compile(r"(?<![\w.])progress_table\(\s*\)")
+_LABEL = re.compile(r"^(\d+) ([\w-]+):")
+_FIGURE_REPR = re.compile(r"<Figure size [^>]* with \d+ Axes>")
+
+
+def source_of(cell) -> str:
+    return cell.source if isinstance(cell.source, str) else "".join(cell.source)
+
+
+def meant_to_raise(cell) -> bool:
+    """Tagged `raises-exception` (JupyterLab and nbval), or nbval's comment on the first line."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return "raises-exception" in tags or "NBVAL_RAISES_EXCEPTION" in source_of(cell).split("\n", 1)[0]
+
+
+def check_calls(cell) -> list[tuple[str, bool]]:
+    """(kata name, grades the learner's own copy) for every `check("...")` in a code cell."""
+    if cell.cell_type != "code":
+        return []
+    return [(m.group(1), m.group(2) == ")") for m in _CHECK_CALL.finditer(source_of(cell))]
+
+
+def count_calls(pattern: re.Pattern, cell) -> int:
+    return len(pattern.findall(source_of(cell))) if cell.cell_type == "code" else 0
+
+
+def stored_images(cell) -> int:
+    """Plots the stored notebook shows in this cell (images among its top-level outputs)."""
+    if cell.cell_type != "code":
+        return 0
+    return sum(
+        1 for o in cell.get("outputs", [])
+        if o.get("output_type") in ("display_data", "execute_result")
+        and any(m.startswith("image/") for m in o.get("data", {}))
+    )
+
+
+def find_kata(name: str):
+    try:
+        return catalogue.find(name, ROOT)
+    except catalogue.UnknownKata:
+        return None
+
+
+def learner_check_cell(nb, kata) -> int | None:
+    """Index of the cell that grades the learner's own copy of `kata`."""
+    for i, cell in enumerate(nb.cells):
+        for name, own in check_calls(cell):
+            if own and (found := find_kata(name)) is not None and found.id == kata.id:
+                return i
+    return None
+
+
+def _expect(locator, **kwargs):
+    from playwright.sync_api import expect
+
+    return expect(locator, **kwargs)
+
+
+def _passes(assertion, *args) -> str:
+    """'' if the Playwright assertion holds (it retries until its timeout), else its message."""
+    try:
+        assertion(*args)
+        return ""
+    except AssertionError as exc:
+        return str(exc).splitlines()[0]
+
+
+# --- what every notebook must show after Run All ----------------------------
+
+def execution_problems(run) -> list[str]:
+    problems = []
+    prompts = run.state()["prompts"]
+    code = [i for i, c in enumerate(run.stored.cells) if c.cell_type == "code"]
+    if len(prompts) != len(code):
+        return [f"the page shows {len(prompts)} code cells, the notebook has {len(code)}"]
+    not_run = [i for i, p in zip(code, prompts) if not re.fullmatch(r"\[\d+\]:", p)]
+    if not_run:
+        problems.append(
+            f"Run All stopped before cell {not_run[0]} ({len(not_run)} cells not run); JupyterLab stops "
+            "at an error in a cell that is not tagged `raises-exception`"
+        )
+    for i, cell in enumerate(run.saved.cells):
+        if cell.cell_type != "code" or meant_to_raise(cell):
+            continue
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                problems.append(f"cell {i} raised {out.get('ename')}: {out.get('evalue')}")
+    return problems
+
+
+def plot_problems(run) -> list[str]:
+    problems = []
+    for i, cell in enumerate(run.stored.cells):
+        if cell.cell_type != "code":
+            continue
+        dom = run.cell(i)
+        wanted = stored_images(cell)
+        if wanted:
+            images = dom.locator(".jp-OutputArea-output img")
+            failed = _passes(_expect(images).to_have_count, wanted)
+            if failed:
+                problems.append(f"cell {i} should show {wanted} plot(s), as the stored notebook does: {failed}")
+                continue
+            for k in range(wanted):
+                if not images.nth(k).evaluate("img => img.complete && img.naturalWidth > 0"):
+                    problems.append(f"cell {i}: plot {k + 1} is an image that did not load")
+        text = " ".join(dom.locator(".jp-OutputArea-output[data-mime-type='text/plain']").all_text_contents())
+        if _FIGURE_REPR.search(text) and not dom.locator(".jp-OutputArea-output img").count():
+            problems.append(f"cell {i} shows a figure's text ({_FIGURE_REPR.search(text).group(0)}) but no image")
+    return problems
+
+
+def panel_problems(run, hidden_tests) -> list[str]:
+    """Each check cell shows one panel per call, and each panel one row per hidden test."""
+    problems = []
+    for i, cell in enumerate(run.stored.cells):
+        calls = check_calls(cell)
+        if not calls:
+            continue
+        dom = run.cell(i)
+        known = [find_kata(name) for name, _ in calls]
+        panels = dom.locator(".loopkata-panel")
+        wanted = sum(k is not None for k in known)
+        failed = _passes(_expect(panels).to_have_count, wanted)
+        if failed:
+            shown = source_of(cell).strip()[:60]
+            problems.append(f"cell {i} ({shown!r}) should show {wanted} check panel(s): {failed}")
+            continue
+        for name, kata in zip((n for n, _ in calls), known):
+            if kata is None:
+                failed = _passes(_expect(dom.locator(".jp-OutputArea")).to_contain_text, "There is no kata called")
+                if failed:
+                    problems.append(f"cell {i}: check({name!r}) should explain that there is no such kata: {failed}")
+        for p in range(wanted):
+            panel = panels.nth(p)
+            headline = panel.locator(".loopkata-headline").text_content().strip()
+            label = _LABEL.match(headline)
+            kata = find_kata(label.group(2)) if label else None
+            if kata is None:
+                problems.append(f"cell {i}: a check panel's headline names no kata: {headline!r}")
+                continue
+            if "could not be graded" in headline:
+                problems.append(f"cell {i}: {headline}: {panel.text_content().strip()[:400]}")
+                continue
+            rows, expected = panel.locator(".loopkata-row").count(), hidden_tests(kata)
+            if rows != expected:
+                problems.append(
+                    f"cell {i}: the {kata.id} panel should show one row per hidden test ({expected}), got {rows}"
+                )
+    return problems
+
+
+def progress_problems(run) -> list[str]:
+    problems = []
+    for i, cell in enumerate(run.stored.cells):
+        if count_calls(_PROGRESS_CALL, cell):
+            rows = run.cell(i).locator("table.loopkata-progress tr")
+            failed = _passes(_expect(rows).to_have_count, len(KATAS) + 1)
+            if failed:
+                problems.append(f"cell {i}: the progress table should list all {len(KATAS)} katas: {failed}")
+    return problems
+
+
+def question_problems(run) -> list[str]:
+    problems = []
+    for i, cell in enumerate(run.stored.cells):
+        wanted = count_calls(_ASK_CALL, cell)
+        if not wanted:
+            continue
+        questions = run.cell(i).locator(".loopkata-question")
+        failed = _passes(_expect(questions).to_have_count, wanted)
+        if failed:
+            problems.append(f"cell {i} should show {wanted} prediction question(s): {failed}")
+    return problems
+
+
+# --- what every notebook must do when clicked -------------------------------
+
+def answer_questions(run) -> None:
+    """Check with no answer, then a first guess, then the right answer the feedback names."""
+    questions = run.page.locator(".loopkata-question")
+    for q in range(questions.count()):
+        question = questions.nth(q)
+        feedback = question.locator(".loopkata-feedback")
+        button = question.get_by_role("button", name="Check my answer")
+        button.click()
+        _expect(feedback).to_contain_text("Pick an answer first")
+        question.locator(".widget-radio-box label").first.click()
+        button.click()
+        _expect(feedback).to_contain_text(re.compile("Right|Not quite"))
+        said = feedback.text_content()
+        if "Not quite" in said:
+            answer = re.search(r"the answer is “(.+?)”", said).group(1)
+            question.locator(".widget-radio-box label", has_text=answer).first.click()
+            button.click()
+        _expect(feedback).to_contain_text("✓ Right.")
+
+
+def reveal_hints(run) -> None:
+    panels = run.page.locator(".loopkata-panel")
+    for p in range(panels.count()):
+        panel = panels.nth(p)
+        panel.get_by_role("button", name="Next hint").click()
+        hint = panel.locator(".loopkata-hint")
+        _expect(hint).to_be_visible()
+        assert len(hint.text_content().strip()) > 20, f"the hint is empty: {hint.text_content()!r}"
+
+
+def run_interacts(run) -> None:
+    """`interact_manual` widgets: pressing the button must put something in their output."""
+    widgets = run.page.locator(".widget-interact")
+    for w in range(widgets.count()):
+        widget = widgets.nth(w)
+        button = widget.get_by_role("button", name="Run Interact")
+        if not button.count():
+            continue
+        button.click()
+        _expect(widget.locator(".widget-output .jp-OutputArea-output").first).to_be_visible(timeout=60_000)
+
+
+def screenshot_focus(run):
+    """The learner's check panel if there is one, else the first widget of the notebook."""
+    kata = NOTEBOOK_KATA.get(run.name)
+    index = learner_check_cell(run.stored, kata) if kata else None
+    if index is not None:
+        return run.cell(index).locator(".loopkata-panel")
+    return run.page.locator(".loopkata-panel, .loopkata-question, table.loopkata-progress")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[Path(n).stem for n in NOTEBOOKS])
+def test_notebook_in_jupyterlab(notebook, runs, hidden_tests, timings):
+    """Run All in JupyterLab: no errors, plots, panels, hints, questions, widgets."""
+    assert (ROOT / "notebooks" / notebook).is_file(), f"the catalogue names notebooks/{notebook}, which does not exist"
+    run = runs.get(notebook)
+    try:
+        started = time.monotonic()
+        problems = (
+            execution_problems(run) + plot_problems(run) + panel_problems(run, hidden_tests)
+            + progress_problems(run) + question_problems(run)
+        )
+        timings.setdefault(run.stem, {})["checks"] = time.monotonic() - started
+        kata = NOTEBOOK_KATA.get(notebook)
+        if kata is not None:
+            if learner_check_cell(run.stored, kata) is None:
+                problems.append(f'no cell runs check("{kata.id}") on the learner\'s own copy')
+            if not any(count_calls(_ASK_CALL, c) for c in run.stored.cells):
+                problems.append("no prediction question (loopkata.ask) in the notebook")
+        assert not problems, f"{notebook} in JupyterLab:\n  " + "\n  ".join(problems)
+        started = time.monotonic()
+        answer_questions(run)
+        reveal_hints(run)
+        run_interacts(run)
+        timings.setdefault(run.stem, {})["clicks"] = time.monotonic() - started
+    finally:
+        run.screenshot(focus=screenshot_focus(run))
+
+
+def test_learner_fixes_the_kata_and_the_panel_turns_green(runs, lab, hidden_tests, timings):
+    """The learner's loop: the reference fix goes into katas/, the check cell is re-run, the panel says solved."""
+    kata = KATAS[0]
+    run = runs.get(kata.notebook)
+    started = time.monotonic()
+    index = learner_check_cell(run.stored, kata)
+    assert index is not None, f'{kata.notebook} has no cell that runs check("{kata.id}")'
+    headline = run.cell(index).locator(".loopkata-panel .loopkata-headline")
+    _expect(headline).to_contain_text("not solved yet")
+
+    # The server runs on a copy of the project: this edits the copy, never the checkout.
+    target = lab.root / "katas" / kata.path
+    assert lab.root != ROOT and target.exists()
+    backup = target.with_name(target.name + ".starter")
+    shutil.move(target, backup)
+    try:
+        if kata.solution_path.is_dir():
+            shutil.copytree(lab.root / "solutions" / kata.path, target)
+        else:
+            shutil.copy2(lab.root / "solutions" / kata.path, target)
+        run.run_cell(index)
+        expected = hidden_tests(kata)
+        _expect(headline).to_have_text(
+            re.compile(rf": solved, all {expected} tests pass"), timeout=int(kata.budget_seconds * 1000) + 30_000
+        )
+        _expect(run.cell(index).locator(".loopkata-panel .loopkata-row.loopkata-passed")).to_have_count(expected)
+        run.cell(index).get_by_role("button", name="Show the reference fix").click()
+        _expect(run.cell(index).locator(".loopkata-panel")).to_contain_text(f"solutions/{kata.path}")
+    finally:
+        run.screenshot(f"{run.stem}-solved", focus=run.cell(index - 1))  # the "your turn" text, the cell, the panel
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        shutil.move(backup, target)
+        timings[f"learner loop ({kata.id})"] = time.monotonic() - started
