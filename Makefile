@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test notebooks bench clean-venv
+.PHONY: lab test browser notebooks bench clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -24,6 +24,10 @@ lab: $(STAMP)
 # (conftest.py keeps its progress apart from the learner's).
 test: $(STAMP)
 	$(BIN)/pytest
+
+# Only the browser stage: every notebook run in JupyterLab in headless Chromium.
+browser: $(STAMP)
+	$(BIN)/pytest tests/browser
 
 # Re-execute every notebook in place, storing outputs and widget state.
 notebooks: $(STAMP)

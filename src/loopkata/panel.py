@@ -62,7 +62,9 @@ class CheckPanel(_TextWidget):
         buttons = [hint_button]
         self.solution_area = widgets.HTML()
         if result.passed:
-            solution_button = widgets.Button(description="Show the reference fix", button_style="success")
+            solution_button = widgets.Button(
+                description="Show the reference fix", button_style="success", layout=widgets.Layout(width="auto")
+            )
             solution_button.on_click(self._show_solution)
             buttons.append(solution_button)
         super().__init__(
