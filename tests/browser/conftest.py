@@ -1,6 +1,6 @@
 """Every notebook, run the way a learner runs it: JupyterLab in headless Chromium.
 
-One JupyterLab server and one Chromium serve the whole session. The server
+One JupyterLab server and one Chromium serve the whole stage. The server
 runs on a temporary copy of the project (LOOPKATA_ROOT points to it), so the
 tests may edit katas and save notebooks without touching the checkout, and
 progress goes to a temporary folder. The copied notebooks are stripped of
@@ -117,13 +117,13 @@ def _strip_outputs(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def workdir(chromium_path):
     with tempfile.TemporaryDirectory(prefix="loopkata-browser-", ignore_cleanup_errors=True) as tmp:
         yield Path(tmp)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def project_copy(workdir) -> Path:
     """The project's katas, solutions, tests and notebooks, copied; notebooks without outputs."""
     copy = workdir / "project"
@@ -248,7 +248,7 @@ def _stop_lab(lab: Lab, tmp: Path) -> None:
             pass
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(project_copy, workdir):
     started = time.monotonic()
     server = _start_lab(project_copy, workdir)
@@ -260,7 +260,7 @@ def lab(project_copy, workdir):
         TIMINGS["browser stage, server start to stop"] = time.monotonic() - started
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path):
     from playwright.sync_api import expect, sync_playwright
 
@@ -491,7 +491,7 @@ class Runs:
                 run.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def runs(request, lab, browser):
     wanted = []
     for item in request.session.items:
