@@ -30,13 +30,22 @@ class _TextWidget(widgets.VBox):
         return bundle
 
 
-def _row(test) -> widgets.HTML:
+_PRE = "margin:2px 0 6px 22px;white-space:pre-wrap;font-size:90%"
+
+
+def _row(test, show_stacks: bool) -> widgets.HTML:
+    """One test: its mark and title, what went wrong, and (folded unless asked) where it is stuck."""
     colour = _COLOURS.get(test.outcome, "#57606a")
     title = html.escape(test.title) + (" <b>(hang)</b>" if test.outcome == "hang" else "")
     body = ""
     if test.outcome not in ("passed", "not run", "skipped"):
-        detail = "\n".join(x for x in (test.message, f"at {test.where}" if test.where else "", test.stacks) if x)
-        body = f"<pre style='margin:2px 0 6px 22px;white-space:pre-wrap;font-size:90%'>{html.escape(detail)}</pre>"
+        detail = "\n".join(x for x in (test.message, f"at {test.where}" if test.where else "") if x)
+        body = f"<pre style='{_PRE}'>{html.escape(detail)}</pre>"
+        if test.stacks:
+            body += (
+                f"<details{' open' if show_stacks else ''} style='margin-left:22px'><summary>where it is stuck</summary>"
+                f"<pre style='{_PRE}'>{html.escape(test.stacks)}</pre></details>"
+            )
     return widgets.HTML(
         f"<div class='loopkata-row loopkata-{test.outcome.replace(' ', '-')}'>"
         f"<span style='color:{colour};font-weight:bold'>{MARK.get(test.outcome, '?')}</span> {title}{body}</div>"
@@ -53,7 +62,9 @@ class CheckPanel(_TextWidget):
             f"<div class='loopkata-headline' style='color:{colour};font-weight:bold'>"
             f"{html.escape(headline(result, kata))}</div>"
         )
-        rows = [_row(t) for t in result.tests]
+        # The first stuck test shows its stacks; the others usually repeat them, folded.
+        first_stuck = next((t for t in result.tests if t.stacks), None)
+        rows = [_row(t, t is first_stuck) for t in result.tests]
         if result.problem:
             rows.append(widgets.HTML(f"<p class='loopkata-problem'>{html.escape(result.problem)}</p>"))
         self.hint_area = widgets.HTML()
