@@ -110,15 +110,15 @@ def _read_records(path: Path) -> list[dict]:
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
-def _faulthandler_stacks(text: str) -> str:
+def _faulthandler_stacks(text: str, impl: Path) -> str:
     """faulthandler's dump, one block per thread, trimmed to the learner's files."""
     blocks = re.split(r"\n(?=Thread 0x|Current thread 0x)", text.strip())
     out = []
     for block in blocks:
         frames = [(m["file"], int(m["line"]), m["func"]) for m in _FRAME.finditer(block)]
         frames.reverse()  # faulthandler prints the innermost frame first
-        learner = describe_frames(frames)
-        if learner and "/loopkata/" not in learner[-1]:
+        learner = describe_frames(frames, fallback=False, root=impl)
+        if learner:  # threads of the grader itself have no frame of the learner's
             out.append("a thread is stuck at")
             out += [f"    {line}" for line in learner]
     return "\n".join(out)
@@ -217,7 +217,7 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
         if timed_out:
             stuck.outcome = HANG
             stuck.message = f"The whole check ran out of its {kata.budget_seconds:g} s budget here: it is stuck."
-            stuck.stacks = _rename(_faulthandler_stacks(stacks), names)
+            stuck.stacks = _rename(_faulthandler_stacks(stacks, graded.resolve()), names)
         else:
             stuck.outcome = ERROR
             stuck.message = f"The test process crashed (signal {-child.returncode}) while running this test."

@@ -38,15 +38,13 @@ def impl_root() -> Path | None:
     return Path(value).resolve() if value else None
 
 
-def is_learner_file(filename: str) -> bool:
-    root = impl_root()
+def is_learner_file(filename: str, root: Path | None = None) -> bool:
+    """Is `filename` part of the implementation under test (`root`, default: $LOOPKATA_IMPL)?"""
+    root = root or impl_root()
     if root is None:
         return False
-    try:
-        Path(filename).resolve().relative_to(root if root.is_dir() else root.parent)
-    except ValueError:
-        return False
-    return root.is_dir() or Path(filename).resolve() == root
+    path = Path(filename).resolve()
+    return path == root or root in path.parents
 
 
 def display_path(filename: str) -> str:
@@ -56,12 +54,12 @@ def display_path(filename: str) -> str:
         return filename
 
 
-def describe_frames(frames: list[tuple[str, int, str]], fallback: bool = True) -> list[str]:
+def describe_frames(frames: list[tuple[str, int, str]], fallback: bool = True, root: Path | None = None) -> list[str]:
     """Lines like "katas/x.py:42 in step: async with sem:", learner frames only when any.
 
     With no learner frame, the innermost frame is shown (or nothing, if not `fallback`).
     """
-    mine = [f for f in frames if is_learner_file(f[0])]
+    mine = [f for f in frames if is_learner_file(f[0], root)]
     chosen = mine or (frames[-1:] if fallback else [])
     return [
         f"{display_path(fn)}:{line} in {func}: {linecache.getline(fn, line).strip()}"
