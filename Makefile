@@ -17,8 +17,9 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(BIN)/jupyter trust notebooks/*.ipynb
 	@touch $@
 
+# Jupyter refuses to run as root unless told; containers and workshop VMs often are root.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/00_start_here.ipynb
 
 # The suite: engine tests, every kata proven three ways, every notebook under nbval
 # (conftest.py keeps its progress apart from the learner's).
