@@ -3,24 +3,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 from . import catalogue, hints, progress, runner
 from .report import render_text
+from .testing import display_path
 
 
 def _kata(name: str) -> catalogue.Kata:
     return catalogue.find(name)
-
-
-def _rel(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
 
 
 def cmd_list(args) -> int:
@@ -28,8 +21,8 @@ def cmd_list(args) -> int:
     rows = [
         {
             "id": k.id, "number": k.number, "title": k.title, "status": progress.status(k),
-            "kata": _rel(k.kata_path), "solution": _rel(k.solution_path),
-            "notebook": _rel(k.notebook_path), "tests": _rel(k.tests_path),
+            "kata": display_path(k.kata_path), "solution": display_path(k.solution_path),
+            "notebook": display_path(k.notebook_path), "tests": display_path(k.tests_path),
         }
         for k in katas
     ]
@@ -81,8 +74,8 @@ def cmd_hint(args) -> int:
 def cmd_reset(args) -> int:
     kata = _kata(args.kata)
     saved = progress.reset(kata)
-    print(f"Restored the starter of {kata.id} in {_rel(kata.kata_path)}.")
-    print(f"Your previous version is backed up in {_rel(saved)}")
+    print(f"Restored the starter of {kata.id} in {display_path(kata.kata_path)}.")
+    print(f"Your previous version is backed up in {display_path(saved)}")
     return 0
 
 
@@ -96,7 +89,7 @@ def cmd_solution(args) -> int:
         return 1
     path = kata.solution_path
     for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-        print(f"# ---- {_rel(f)}")
+        print(f"# ---- {display_path(f)}")
         print(f.read_text(encoding="utf-8"))
     return 0
 
@@ -112,7 +105,7 @@ def cmd_watch(args) -> int:
     katas = [_kata(args.kata)] if args.kata else list(catalogue.load())
     seen = {k.id: _snapshot(k) for k in katas}
     current = _kata(args.kata) if args.kata else _current_kata()
-    print(f"Watching {'katas/' if not args.kata else _rel(current.kata_path)} (Ctrl-C to stop).\n")
+    print(f"Watching {'katas/' if not args.kata else display_path(current.kata_path)} (Ctrl-C to stop).\n")
     _check_once(current, None, False)
     try:
         while True:
@@ -121,7 +114,7 @@ def cmd_watch(args) -> int:
                 now = _snapshot(k)
                 if now != seen[k.id]:
                     seen[k.id] = now
-                    print(f"\n--- {time.strftime('%H:%M:%S')} {_rel(k.kata_path)} changed ---")
+                    print(f"\n--- {time.strftime('%H:%M:%S')} {display_path(k.kata_path)} changed ---")
                     _check_once(k, None, False)
             if args.once:
                 return 0

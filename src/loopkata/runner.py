@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import services
 from .catalogue import Kata
-from .testing import describe_frames
+from .testing import describe_frames, display_path
 
 PASSED, FAILED, HANG, ERROR, NOT_RUN = "passed", "failed", "hang", "error", "not run"
 
@@ -74,25 +74,18 @@ def syntax_problem(impl: Path) -> str:
         try:
             source = f.read_text(encoding="utf-8")
         except OSError as exc:
-            return f"Could not read {_show(f)}: {exc.strerror}."
+            return f"Could not read {display_path(f)}: {exc.strerror}."
         try:
             compile(source, str(f), "exec")
         except SyntaxError as exc:
             line = (exc.text or "").rstrip()
             shown = f"\n    {line.strip()}" if line else ""
             return (
-                f"{_show(f)} has a syntax error on line {exc.lineno}: {exc.msg}.{shown}\n"
+                f"{display_path(f)} has a syntax error on line {exc.lineno}: {exc.msg}.{shown}\n"
                 "Python stops reading a file at its first syntax error, so no test could run. "
                 "Fix that line and check again."
             )
     return ""
-
-
-def _show(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
 
 
 def _read_records(path: Path) -> list[dict]:
@@ -157,9 +150,9 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
     """Run `kata`'s hidden tests against `impl` (default: the learner's copy in katas/)."""
     impl = Path(impl).resolve() if impl else kata.kata_path
     started = time.monotonic()
-    result = CheckResult(kata=kata.id, impl=_show(impl), verdict=ERROR)
+    result = CheckResult(kata=kata.id, impl=display_path(impl), verdict=ERROR)
     result.problem = (
-        ("" if impl.exists() else f"There is no implementation at {_show(impl)}.")
+        ("" if impl.exists() else f"There is no implementation at {display_path(impl)}.")
         or syntax_problem(impl)
         or services.problem(kata.services)
     )

@@ -1,31 +1,20 @@
 """Services a kata needs, and a clear paragraph when one is missing.
 
-Each entry names the Python packages that must import and, optionally, a
-probe that says what is wrong. Katas list the services they need in the
-catalogue; the grader asks here before running anything.
+Each entry names the Python packages that must import. Katas list the
+services they need in the catalogue; the grader asks here before running
+anything. The servers themselves (on 127.0.0.1) are started by the tests.
 """
 from __future__ import annotations
 
 import importlib.util
-import socket
 
 # name -> (importable modules, what to do when missing)
 SERVICES: dict[str, tuple[tuple[str, ...], str]] = {
-    "loopback": ((), "This kata starts its own server on 127.0.0.1."),
     "aiohttp": (("aiohttp",), "It uses aiohttp for a real HTTP server and client on 127.0.0.1."),
     "fastapi": (("fastapi", "uvicorn", "httpx"), "It serves a FastAPI app with uvicorn on 127.0.0.1."),
 }
 
 _SETUP = "Run `make lab` or `make test` once: both install everything the katas need into .venv."
-
-
-def _loopback_problem() -> str:
-    try:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-    except OSError as exc:
-        return f"Could not open a socket on 127.0.0.1 ({exc.strerror}); this kata needs one."
-    return ""
 
 
 def problem(names) -> str:
@@ -37,8 +26,4 @@ def problem(names) -> str:
         missing = [m for m in modules if importlib.util.find_spec(m) is None]
         if missing:
             return f"This kata needs {', '.join(missing)}, which is not installed. {why} {_SETUP}"
-        if name == "loopback":
-            found = _loopback_problem()
-            if found:
-                return found
     return ""

@@ -47,11 +47,12 @@ def is_learner_file(filename: str, root: Path | None = None) -> bool:
     return path == root or root in path.parents
 
 
-def display_path(filename: str) -> str:
+def display_path(filename) -> str:
+    """A path as a learner reads it: relative to where they are, when it can be."""
     try:
         return os.path.relpath(filename)
     except ValueError:
-        return filename
+        return str(filename)
 
 
 def describe_frames(frames: list[tuple[str, int, str]], fallback: bool = True, root: Path | None = None) -> list[str]:
