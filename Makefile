@@ -1,16 +1,21 @@
 # Two commands do all set-up on a fresh clone (Python 3.11 or newer):
 #   make lab    install into .venv if needed, then open JupyterLab on notebooks/00_start_here.ipynb
 #   make test   install into .venv if needed, then run the whole suite
+# Another interpreter and its own venv: make test PY=python3.13 VENV=.venv-3.13
+# Extra pytest arguments: make test PYTEST_ARGS="--ignore=tests/browser"
 PY ?= python3
-VENV := .venv
+VENV ?= .venv
+PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: lab test browser notebooks bench clean-venv
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
-	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
-	  echo "Loop Katas needs Python 3.11 or newer, and '$(PY)' is not. Run it with another one, e.g. make PY=python3.11 $(MAKECMDGOALS)"; exit 1; }
+	@$(PY) -c 'pass' >/dev/null 2>&1 || { \
+	  echo "There is no working Python called '$(PY)' here (not found, or it does not start). Name one that is installed, e.g. make PY=python3.11 $(MAKECMDGOALS)"; exit 1; }
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+	  echo "Loop Katas needs Python 3.11 or newer, and '$(PY)' is $$($(PY) -c 'import platform; print(platform.python_version())'). Run it with another one, e.g. make PY=python3.11 $(MAKECMDGOALS)"; exit 1; }
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements-dev.txt -e .
@@ -24,7 +29,7 @@ lab: $(STAMP)
 # The suite: engine tests, every kata proven three ways, every notebook under nbval
 # (conftest.py keeps its progress apart from the learner's).
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 # Only the browser stage: every notebook run in JupyterLab in headless Chromium.
 browser: $(STAMP)

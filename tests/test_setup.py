@@ -80,3 +80,36 @@ def test_binder_builds_from_binder_folder():
     assert "pip install --no-deps -e ." in post, "postBuild installs the grader"
     assert "jupyter trust notebooks/*.ipynb" in post, "postBuild trusts the shipped notebooks"
     assert "/lab/tree/notebooks/00_start_here.ipynb" in post, "postBuild opens the start page"
+
+
+def _make_install(tmp_path, py: str) -> str:
+    """Ask make to install into a throwaway venv with interpreter `py`; what it printed."""
+    venv = tmp_path / "venv"
+    out = subprocess.run(
+        ["make", "-s", "-C", str(ROOT), f"{venv}/.installed", f"PY={py}", f"VENV={venv}"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode != 0, f"expected make to refuse {py}, it went on:\n{out.stdout}{out.stderr}"
+    assert not venv.exists(), "expected no venv to be made for an interpreter that was refused"
+    return out.stdout + out.stderr
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_says_when_the_interpreter_does_not_exist(tmp_path):
+    """make with an interpreter that is not installed says so, not that it is too old"""
+    said = _make_install(tmp_path, "python3.99")
+    assert "no working Python called 'python3.99'" in said, f"expected 'not found' in what make said, got:\n{said}"
+    assert "needs Python 3.11" not in said, f"a missing interpreter is not an old one, make said:\n{said}"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_refuses_an_old_interpreter_naming_its_version(tmp_path):
+    """make with Python 3.10 or older says which version it found and which it needs"""
+    old = next((p for p in sorted(Path.home().glob(".pyenv/versions/3.[0-9].*/bin/python3"))
+                + sorted(Path.home().glob(".pyenv/versions/3.10.*/bin/python3"))), None)
+    if old is None:
+        pytest.skip("no Python older than 3.11 on this machine")
+    said = _make_install(tmp_path, str(old))
+    assert "needs Python 3.11 or newer" in said and old.parent.parent.name in said, (
+        f"expected the needed and the found version ({old.parent.parent.name}), got:\n{said}"
+    )

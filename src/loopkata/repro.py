@@ -83,6 +83,13 @@ def _clean_traceback(stderr: str) -> str:
     return "\n".join(out) + ("\n" if stderr.endswith("\n") else "")
 
 
+def plain_env(extra: dict | None = None) -> dict:
+    """The kernel's environment, without colour: ipykernel sets FORCE_COLOR, and from 3.13
+    Python then wraps tracebacks in ANSI codes, which would differ between versions."""
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE")}
+    return {**env, **(extra or {}), "PYTHONUNBUFFERED": "1", "PYTHON_COLORS": "0", "NO_COLOR": "1"}
+
+
 def run_isolated(code: str, timeout: float = 5.0, env: dict | None = None) -> Outcome:
     """Run `code` in a new Python process; kill it after `timeout` seconds."""
     with tempfile.TemporaryDirectory(prefix="loopkata-repro-") as tmp:
@@ -92,7 +99,7 @@ def run_isolated(code: str, timeout: float = 5.0, env: dict | None = None) -> Ou
         child = subprocess.Popen(
             [sys.executable, "-c", prelude], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL, text=True, start_new_session=True, cwd=tmp,
-            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+            env=plain_env(env),
         )
         try:
             out, err = child.communicate(timeout=timeout)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import services
 from .catalogue import Kata
+from .repro import plain_env
 from .testing import describe_frames, display_path
 
 PASSED, FAILED, HANG, ERROR, NOT_RUN = "passed", "failed", "hang", "error", "not run"
@@ -162,8 +163,7 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
     with tempfile.TemporaryDirectory(prefix="loopkata-") as tmp:
         results_file, stacks_file = Path(tmp, "results.jsonl"), Path(tmp, "stacks.txt")
         graded, names = _overlay(kata, impl, Path(tmp))
-        env = {
-            **os.environ,
+        env = plain_env({
             "LOOPKATA_ROOT": str(kata.root),
             "LOOPKATA_RESULTS": str(results_file),
             "LOOPKATA_STACKS": str(stacks_file),
@@ -172,7 +172,7 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
             "PYTHONDONTWRITEBYTECODE": "1",
             # Installed pytest plugins (nbval, anyio...) cost half a second to load and grade nothing.
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        }
+        })
         cmd = [
             sys.executable, "-m", "pytest", str(kata.tests_path), "--impl", str(graded),
             "-p", "loopkata.pytest_plugin", "-p", "no:cacheprovider",
