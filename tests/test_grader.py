@@ -101,7 +101,7 @@ def test_a_crash_is_reported_not_raised(tmp_path):
     ''')
     result = runner.check(kata, impl)
     assert result.verdict == runner.ERROR, render_text(result, kata)
-    assert "crashed (signal 6)" in render_text(result, kata)
+    assert "crashed (signal 6, SIGABRT) while running 'the scenario finishes'" in render_text(result, kata)
 
 
 def test_a_syntax_error_is_one_paragraph(tmp_path):

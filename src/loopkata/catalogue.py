@@ -14,6 +14,10 @@ from functools import lru_cache
 from pathlib import Path
 
 
+class CatalogueError(ValueError):
+    """No Loop Katas folder, or a catalogue that cannot be read; str() is one paragraph."""
+
+
 class UnknownKata(LookupError):
     """A kata name that is not in the catalogue; str() is a paragraph for a learner."""
 
@@ -55,6 +59,7 @@ class Kata:
     symptoms: tuple[Symptom, ...]
     hints: tuple[Hint, ...]
     services: tuple[str, ...] = ()
+    memory_mib: int = 2048  # address-space cap of the grading process: a runaway kata is a verdict
     root: Path = field(default=Path("."), compare=False, repr=False)
 
     @property
@@ -96,34 +101,169 @@ def _entries(folder: Path) -> list[Path]:
     )
 
 
+CATALOGUE = Path("katas") / "catalogue.toml"
+
+
 def project_root() -> Path:
-    """The folder holding katas/catalogue.toml: $LOOPKATA_ROOT, else near this package, else above cwd."""
+    """The Loop Katas folder: $LOOPKATA_ROOT if set, else the one around the current directory.
+
+    Never the folder the package happens to be installed from: grading and
+    recording progress against another checkout would be silent and wrong.
+    """
     env = os.environ.get("LOOPKATA_ROOT")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2])
+    if env:
+        root = Path(env)
+        if not (root / CATALOGUE).is_file():
+            what = "has no katas/catalogue.toml" if root.is_dir() else "does not exist"
+            raise CatalogueError(
+                f"LOOPKATA_ROOT is set to {root}, but that folder {what}, so it is not a Loop Katas "
+                "folder. Point LOOPKATA_ROOT at the folder you cloned Loop Katas into, or unset it "
+                "and run loopkata from inside that folder."
+            )
+        return root
     cwd = Path.cwd().resolve()
-    candidates += [cwd, *cwd.parents]
-    for c in candidates:
-        if (c / "katas" / "catalogue.toml").is_file():
-            return c
-    raise FileNotFoundError(
-        "Could not find katas/catalogue.toml. Run loopkata from inside the Loop Katas "
-        "folder, or set LOOPKATA_ROOT to it."
+    for folder in (cwd, *cwd.parents):
+        if (folder / CATALOGUE).is_file():
+            return folder
+    raise CatalogueError(
+        f"{cwd} is not inside a Loop Katas folder: neither it nor any folder above it holds "
+        "katas/catalogue.toml. Run loopkata from inside the folder you cloned Loop Katas into, "
+        "or set LOOPKATA_ROOT to that folder."
     )
 
 
-@lru_cache(maxsize=None)
+def describe_root(root: Path) -> str:
+    """Which checkout is in use and why, so a learner never grades another copy unawares."""
+    why = ", chosen by LOOPKATA_ROOT" if os.environ.get("LOOPKATA_ROOT") else ""
+    return f"Loop Katas at {Path(root).resolve()} ({CATALOGUE.as_posix()}{why})"
+
+
 def load(root: Path | None = None) -> tuple[Kata, ...]:
+    """Every kata, sorted by number; CatalogueError (one paragraph) if the file is unusable."""
     root = Path(root) if root else project_root()
-    data = tomllib.loads((root / "katas" / "catalogue.toml").read_text(encoding="utf-8"))
-    katas = []
-    for entry in data["kata"]:
-        entry = dict(entry)
-        entry["symptoms"] = tuple(Symptom(**s) for s in entry.pop("symptom", []))
-        entry["hints"] = tuple(Hint(**h) for h in entry.pop("hint", []))
-        entry["services"] = tuple(entry.get("services", ()))
-        katas.append(Kata(root=root, **entry))
+    path = root / CATALOGUE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogueError(f"Could not read the catalogue {path}: {exc}.") from None
+    return _parse(root, path, text)
+
+
+# Keyed by the text too, so an edited catalogue is never served from the cache.
+@lru_cache(maxsize=8)
+def _parse(root: Path, path: Path, text: str) -> tuple[Kata, ...]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its message ends with "(at line L, column C)"
+        raise CatalogueError(f"{path} is not valid TOML: {exc}.{_STAKES}") from None
+    entries = _fields(data, _TOP, path, "its top level")["kata"]
+    katas, seen = [], {}
+    for n, entry in enumerate(entries, 1):
+        where = f"the [[kata]] table number {n}"
+        if _is_text(entry.get("id")):
+            where = f"kata '{entry['id']}' ({where})"
+        fields = _fields(entry, _KATA, path, where)
+        fields["symptoms"] = tuple(
+            Symptom(**_fields(t, _SYMPTOM, path, f"{where}, its [[kata.symptom]] number {i}"))
+            for i, t in enumerate(fields.pop("symptom", []), 1)
+        )
+        fields["hints"] = tuple(
+            Hint(**_fields(t, _HINT, path, f"{where}, its [[kata.hint]] number {i}"))
+            for i, t in enumerate(fields.pop("hint", []), 1)
+        )
+        fields["services"] = tuple(fields.get("services", ()))
+        # `loopkata check ID` and `check 3` look katas up by these.
+        for key in ("id", "number"):
+            if (key, fields[key]) in seen:
+                raise _problem(path, where, key, "unique", f"the [[kata]] table number "
+                               f"{seen[key, fields[key]]} already has {key} = {_shown(fields[key])}")
+            seen[key, fields[key]] = n
+        katas.append(Kata(root=root, **fields))
     return tuple(sorted(katas, key=lambda k: k.number))
+
+
+_STAKES = " Every kata is read from this file, so nothing can run until it is fixed."
+
+
+def _problem(path: Path, where: str, key: str, expected: str, found: str) -> CatalogueError:
+    return CatalogueError(f"{path} has a problem in {where}: `{key}` should be {expected}, but {found}.{_STAKES}")
+
+
+def _shown(value) -> str:
+    """A value as TOML writes it, with its TOML type: `"15" (a string)`."""
+    kinds = {bool: "a boolean", str: "a string", int: "an integer", float: "a float", list: "an array", dict: "a table"}
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = f'"{value}"' if isinstance(value, str) else repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{text} ({kinds.get(type(value), type(value).__name__)})"
+
+
+def _is_text(v) -> bool:
+    return isinstance(v, str) and v.strip() != ""
+
+
+def _is_seconds(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+def _is_regex(v) -> bool | str:
+    """True, or why the pattern does not compile (it would otherwise fail every later check)."""
+    if not isinstance(v, str):
+        return False
+    try:
+        re.compile(v)
+    except re.error as exc:
+        return f"{_shown(v)} does not compile: {exc}"
+    return True
+
+
+def _is_tables(v) -> bool:
+    return isinstance(v, list) and all(isinstance(t, dict) for t in v)
+
+
+# field: (check, what it should be, required). A check returns True, False, or why not.
+_TOP = {"kata": (lambda v: _is_tables(v) and bool(v), "at least one [[kata]] table", True)}
+_KATA = {
+    "id": (_is_text, "a non-empty string", True),
+    "number": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer", True),
+    **{k: (_is_text, "a non-empty string", True) for k in ("title", "summary", "path", "notebook", "tests")},
+    "budget_seconds": (_is_seconds, "a positive number of seconds, like 15 or 0.5", True),
+    "hang_after": (_is_seconds, "a positive number of seconds, like 15 or 0.5", True),
+    "memory_mib": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 256,
+                   "a whole number of MiB, at least 256", False),
+    "services": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "an array of strings", False),
+    "symptom": (_is_tables, "[[kata.symptom]] tables", False),
+    "hint": (_is_tables, "[[kata.hint]] tables", False),
+}
+_SYMPTOM = {
+    "verdict": (lambda v: v in ("failed", "hang"), '"failed" or "hang"', True),
+    "pattern": (_is_regex, "a regular expression", False),
+    "explain": (lambda v: isinstance(v, str), "a string", False),
+}
+_HINT = {
+    "text": (_is_text, "a non-empty string", True),
+    "when": (_is_regex, "a regular expression", False),
+}
+
+
+def _fields(table: dict, schema: dict, path: Path, where: str) -> dict:
+    """A copy of `table`, once every field is known, present when required, and of its type."""
+    for key in table:
+        if key not in schema:
+            close = difflib.get_close_matches(key, schema, n=1)
+            maybe = f"; perhaps you meant `{close[0]}`" if close else ""
+            raise _problem(path, where, key, f"one of the known fields ({', '.join(schema)})", f"it is not{maybe}")
+    for key, (check, expected, required) in schema.items():
+        if key not in table:
+            if required:
+                raise _problem(path, where, key, expected, "it is missing")
+            continue
+        ok = check(table[key])
+        if ok is not True:
+            raise _problem(path, where, key, expected, ok or f"it is {_shown(table[key])}")
+    return dict(table)
 
 
 def find(name: str, root: Path | None = None) -> Kata:

@@ -17,28 +17,41 @@ def _kata(name: str) -> catalogue.Kata:
 
 
 def cmd_list(args) -> int:
-    katas = catalogue.load()
+    root = catalogue.project_root()
+    katas = catalogue.load(root)
     rows = [
         {
             "id": k.id, "number": k.number, "title": k.title, "status": progress.status(k),
             "kata": display_path(k.kata_path), "solution": display_path(k.solution_path),
             "notebook": display_path(k.notebook_path), "tests": display_path(k.tests_path),
+            "root": str(root.resolve()),  # a new key in every row keeps older readers working
         }
         for k in katas
     ]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    print(catalogue.describe_root(root))
     for r in rows:
         print(f"{r['number']:02d} {r['id']:<18} {r['status']:<10} {r['title']}")
         print(f"   edit {r['kata']}   notebook {r['notebook']}")
     return 0
 
 
+def _not_saved(problem: progress.NotSaved) -> None:
+    """One line after the command's own output: its result stands, only the record is lost."""
+    sys.stdout.flush()
+    print(problem, file=sys.stderr)
+
+
 def _check_once(kata: catalogue.Kata, impl, as_json: bool) -> runner.CheckResult:
     result = runner.check(kata, impl)
+    problem = None
     if impl is None:
-        progress.record_check(kata, result)
+        try:
+            progress.record_check(kata, result)
+        except progress.NotSaved as exc:
+            problem = exc  # reported after the verdict, which matters more
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -47,6 +60,8 @@ def _check_once(kata: catalogue.Kata, impl, as_json: bool) -> runner.CheckResult
             print(f"\nSolved. Compare with the reference fix: loopkata solution {kata.id}")
         elif result.verdict != runner.ERROR:
             print(f"\nStuck? loopkata hint {kata.id}")
+    if problem:
+        _not_saved(problem)
     return result
 
 
@@ -67,15 +82,32 @@ def cmd_check(args) -> int:
 
 def cmd_hint(args) -> int:
     kata = _kata(args.kata)
-    print(hints.describe(kata, hints.next_hint(kata)))
+    try:
+        choice, problem = hints.next_hint(kata), None
+    except progress.NotSaved as exc:
+        choice, problem = exc.result, exc
+    print(hints.describe(kata, choice))
+    if problem:
+        _not_saved(problem)
     return 0
 
 
 def cmd_reset(args) -> int:
     kata = _kata(args.kata)
-    saved = progress.reset(kata)
+    try:
+        saved, problem = progress.reset(kata), None
+    except (progress.StarterUnavailable, progress.BackupFailed) as exc:
+        print(exc, file=sys.stderr)  # refused before touching anything
+        return 1
+    except progress.NotSaved as exc:
+        saved, problem = exc.result, exc
     print(f"Restored the starter of {kata.id} in {display_path(kata.kata_path)}.")
-    print(f"Your previous version is backed up in {display_path(saved)}")
+    if saved is None:
+        print(f"There was nothing to back up: {display_path(kata.kata_path)} did not exist.")
+    else:
+        print(f"Your previous version is backed up in {display_path(saved)}")
+    if problem:
+        _not_saved(problem)
     return 0
 
 
@@ -106,8 +138,11 @@ def cmd_watch(args) -> int:
     seen = {k.id: _snapshot(k) for k in katas}
     current = _kata(args.kata) if args.kata else _current_kata()
     print(f"Watching {'katas/' if not args.kata else display_path(current.kata_path)} (Ctrl-C to stop).\n")
-    _check_once(current, None, False)
+    checking = None
     try:
+        checking = current
+        _check_once(current, None, False)
+        checking = None
         while True:
             time.sleep(args.interval)
             for k in katas:
@@ -115,12 +150,15 @@ def cmd_watch(args) -> int:
                 if now != seen[k.id]:
                     seen[k.id] = now
                     print(f"\n--- {time.strftime('%H:%M:%S')} {display_path(k.kata_path)} changed ---")
+                    checking = k
                     _check_once(k, None, False)
+                    checking = None
             if args.once:
                 return 0
     except KeyboardInterrupt:
-        print("\nStopped watching.")
-        return 0
+        # Ctrl-C in the middle of a check: the grader has already stopped its processes.
+        print("\nStopped; nothing was recorded." if checking else "\nStopped watching.")
+        return 130 if checking else 0
 
 
 def cmd_progress(args) -> int:
@@ -172,12 +210,15 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except catalogue.UnknownKata as exc:
+    except (catalogue.UnknownKata, catalogue.CatalogueError) as exc:
         print(exc, file=sys.stderr)
         return 2
     except FileNotFoundError as exc:
         print(exc, file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the grader has already stopped every process of the check
+        print("\nStopped; nothing was recorded.", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

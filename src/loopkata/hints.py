@@ -10,17 +10,22 @@ def next_hint(kata: Kata) -> tuple[int, Hint] | None:
 
     Hints keyed to the last failure come first, in catalogue order; then the
     general ones. A learner who has not run a check yet gets the general ones.
+    Picking and remembering happen under one lock, so two commands at once never
+    show the same hint twice. Raises progress.NotSaved (its result: the hint)
+    when the choice cannot be remembered.
     """
-    saved = progress.entry(kata)
-    seen = set(saved.get("hints_seen", []))
-    failure = saved.get("last_failure", "")
-    unseen = [(i, h) for i, h in enumerate(kata.hints) if i not in seen]
-    keyed = [(i, h) for i, h in unseen if h.when and failure and h.matches(failure)]
-    general = [(i, h) for i, h in unseen if not h.when]
-    choice = (keyed or general or unseen or [None])[0]
-    if choice is not None:
-        progress.update(kata, hints_seen=sorted(seen | {choice[0]}))
-    return choice
+    def pick(saved: dict) -> tuple[int, Hint] | None:
+        seen = set(saved.get("hints_seen", []))
+        failure = saved.get("last_failure", "")
+        unseen = [(i, h) for i, h in enumerate(kata.hints) if i not in seen]
+        keyed = [(i, h) for i, h in unseen if h.when and failure and h.matches(failure)]
+        general = [(i, h) for i, h in unseen if not h.when]
+        choice = (keyed or general or unseen or [None])[0]
+        if choice is not None:
+            saved["hints_seen"] = sorted(seen | {choice[0]})
+        return choice
+
+    return progress.change(kata, pick)
 
 
 def describe(kata: Kata, choice: tuple[int, Hint] | None) -> str:

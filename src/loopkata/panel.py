@@ -38,7 +38,7 @@ def _row(test, show_stacks: bool) -> widgets.HTML:
     colour = _COLOURS.get(test.outcome, "#57606a")
     title = html.escape(test.title) + (" <b>(hang)</b>" if test.outcome == "hang" else "")
     body = ""
-    if test.outcome not in ("passed", "not run", "skipped"):
+    if test.outcome != "passed" and (test.outcome != "not run" or test.message):
         detail = "\n".join(x for x in (test.message, f"at {test.where}" if test.where else "") if x)
         body = f"<pre style='{_PRE}'>{html.escape(detail)}</pre>"
         if test.stacks:
@@ -117,11 +117,17 @@ def check(name: str, impl=None):
     """
     try:
         kata = catalogue.find(name)
-    except catalogue.UnknownKata as exc:
+    except (catalogue.UnknownKata, catalogue.CatalogueError) as exc:
         return Notice(str(exc))
-    result = runner.check(kata, impl)
+    try:
+        result = runner.check(kata, impl)
+    except KeyboardInterrupt:  # the kernel was interrupted: the grading processes are gone
+        return Notice("Stopped; nothing was recorded.")
     if impl is None:
-        progress.record_check(kata, result)
+        try:
+            progress.record_check(kata, result)
+        except progress.NotSaved as exc:
+            print(exc)  # the verdict below still stands
     return CheckPanel(kata, result)
 
 
@@ -159,7 +165,10 @@ def ask(prompt: str, options: list[str], answer: str, why: str) -> Question:
 
 def progress_table():
     """Every kata with its status, read from the catalogue and .loopkata/progress.json."""
-    katas = [(k, progress.status(k)) for k in catalogue.load()]
+    try:
+        katas = [(k, progress.status(k)) for k in catalogue.load()]
+    except catalogue.CatalogueError as exc:
+        return Notice(str(exc))
     lines = [f"{k.label:<22} {status:<10} {k.title}" for k, status in katas]
     rows = "".join(
         f"<tr><td>{k.number:02d}</td><td><a href='{html.escape(k.notebook)}'>{html.escape(k.title)}</a></td>"

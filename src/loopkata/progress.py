@@ -1,21 +1,66 @@
 """The learner's progress and files: status per kata, hints seen, starters, backups.
 
-State lives in .loopkata/ at the project root (or $LOOPKATA_STATE), a small
-JSON file a learner can read or delete. Nothing here ever overwrites a
-learner's file without first copying it to .loopkata/backups/.
+State lives in .loopkata/ at the project root (or $LOOPKATA_STATE): progress.json,
+a small JSON file a learner can read or delete, plus starter snapshots and
+backups. Nothing here ever overwrites a learner's file without first copying it
+to .loopkata/backups/.
+
+Several commands may run at once (a watch, a notebook, a shell), so every change
+is a read-modify-write under an flock, written to a temp file and renamed into
+place. A state folder that cannot be written never costs the learner a verdict:
+the change raises NotSaved, which carries what the command did anyway.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
-import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
+from . import starters
 from .catalogue import Kata, project_root
+from .starters import StarterUnavailable  # noqa: F401  (raised by reset and starter_files)
+from .testing import display_path
 
 SOLVED, ATTEMPTED, UNTOUCHED, MISSING = "solved", "attempted", "untouched", "missing"
+LOCK_WAIT = 10.0  # seconds; a lock holder does a few milliseconds of work, so longer means it is stuck
+
+# What each field of an entry must be; anything else means the file is not ours to trust.
+_FIELDS = {"status": str, "last_verdict": str, "last_failure": str, "checked_at": str, "hints_seen": list}
+
+
+class NotSaved(Exception):
+    """Progress could not be written. str() is one line for the learner.
+
+    `result` is what the command did anyway (the hint picked, the backup folder).
+    """
+
+    def __init__(self, error: OSError, result=None):
+        super().__init__(error)
+        self.error, self.result = error, result
+
+    def __str__(self) -> str:
+        why = self.error.strerror or str(self.error)
+        where = self.error.filename or state_dir()
+        return (f"Your progress could not be saved ({why}: {_shown(where)}); "
+                "set LOOPKATA_STATE to a writable folder to keep it.")
+
+
+class BackupFailed(Exception):
+    """The learner's version could not be backed up, so nothing was reset; str() is one paragraph."""
+
+
+def _shown(path) -> str:
+    """A path as a learner reads it: relative when under the current folder, else absolute."""
+    shown = display_path(path)
+    return str(Path(path).absolute()) if shown.startswith("..") else shown
 
 
 def state_dir() -> Path:
@@ -26,19 +71,135 @@ def _state_file() -> Path:
     return state_dir() / "progress.json"
 
 
-def load_state() -> dict:
+# --- progress.json: read, check, lock, write -----------------------------------
+
+def _json_type(value) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+
+
+def _parse(raw: bytes) -> tuple[dict, str]:
+    """The state in `raw` and "" if it is valid progress, else ({}, what is wrong with it)."""
     try:
-        return json.loads(_state_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        state = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError too
+        return {}, f"not valid JSON: {exc}"
+    if not isinstance(state, dict):
+        return {}, f"a JSON {_json_type(state)} where an object of katas belongs"
+    for kata_id, entry in state.items():
+        if not isinstance(entry, dict):
+            return {}, f"the entry for {kata_id!r} is a JSON {_json_type(entry)}, not an object"
+        for name, kind in _FIELDS.items():
+            if name in entry and not isinstance(entry[name], kind):
+                return {}, f"{kata_id!r} has a {name} that is a JSON {_json_type(entry[name])}"
+        if not all(isinstance(i, int) for i in entry.get("hints_seen", [])):
+            return {}, f"{kata_id!r} has hints_seen that are not all numbers"
+    return state, ""
+
+
+_warned: set[str] = set()
+
+
+def _move_aside(path: Path, problem: str) -> None:
+    """Keep a corrupt progress file under a unique name (call with the lock held) and say so."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    dest, n = path.with_name(f"{path.name}.corrupt-{stamp}"), 1
+    while dest.exists():
+        n += 1
+        dest = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    os.replace(path, dest)
+    print(f"loopkata: {_shown(path)} was not valid progress ({problem}); kept it as {_shown(dest)}, "
+          "and your progress starts afresh.", file=sys.stderr)
+
+
+def _read_locked() -> dict:
+    """The state, read with the lock held; a corrupt file is moved aside, never overwritten."""
+    path = _state_file()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    state, problem = _parse(raw)  # any other OSError propagates: better not saved than overwritten
+    if problem:
+        _move_aside(path, problem)
+    return state
+
+
+@contextlib.contextmanager
+def _locked():
+    """Hold progress.json.lock: one read-modify-write at a time, across processes and threads."""
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / "progress.json.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(errno.ETIMEDOUT, "another loopkata command kept it locked", str(lock))
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _write(state: dict) -> None:
+    """Write through a unique temp file in the same folder, then rename: readers see old or new, whole."""
+    path = _state_file()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(state, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; it is the learner's file to read
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load_state() -> dict:
+    """Every kata's entry, for reading: no lock needed, since each write renames a whole file in."""
+    try:
+        raw = _state_file().read_bytes()
+    except OSError:
+        return {}
+    state, problem = _parse(raw)
+    if not problem:
+        return state
+    try:
+        with _locked():
+            return _read_locked()  # re-read: another command may have moved it aside already
+    except OSError as exc:
+        if str(_state_file()) not in _warned:
+            _warned.add(str(_state_file()))
+            print(f"loopkata: {_shown(_state_file())} is not valid progress ({problem}) and could not be "
+                  f"moved aside ({exc.strerror or exc}); ignoring it.", file=sys.stderr)
         return {}
 
 
-def _save_state(state: dict) -> None:
-    path = _state_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)  # atomic: a crash never leaves half a file
+def change(kata: Kata, edit: Callable[[dict], object]):
+    """Run edit(entry) on the kata's entry under the lock, save, and return what edit returned.
+
+    `edit` only changes the dict. If the state folder cannot be used, edit still
+    runs, on what could be read, and NotSaved carries its result.
+    """
+    done = False
+    try:
+        with _locked():
+            state = _read_locked()
+            result, done = edit(state.setdefault(kata.id, {})), True
+            _write(state)
+    except OSError as exc:
+        if not done:
+            result = edit(dict(load_state().get(kata.id, {})))
+        raise NotSaved(exc, result) from exc
+    return result
 
 
 def entry(kata: Kata) -> dict:
@@ -46,10 +207,11 @@ def entry(kata: Kata) -> dict:
 
 
 def update(kata: Kata, **fields) -> dict:
-    state = load_state()
-    state.setdefault(kata.id, {}).update(fields)
-    _save_state(state)
-    return state[kata.id]
+    def apply(saved: dict) -> dict:
+        saved.update(fields)
+        return dict(saved)
+
+    return change(kata, apply)
 
 
 def record_check(kata: Kata, result) -> None:
@@ -63,49 +225,25 @@ def record_check(kata: Kata, result) -> None:
     )
 
 
-# --- starters -------------------------------------------------------------
+# --- starters and status -------------------------------------------------------
 
-def _kata_files(kata: Kata, base: Path) -> list[Path]:
-    """Relative paths of the kata's files under `base` (katas/ or a snapshot)."""
-    target = base / kata.path
-    if target.is_dir():
-        return sorted(p.relative_to(base) for p in target.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    return [Path(kata.path)]
+def _snapshots() -> Path:
+    return state_dir() / "starters"
 
 
 def starter_files(kata: Kata) -> dict[Path, bytes]:
-    """The shipped starter, path (relative to katas/) -> bytes: from git, else from the first snapshot."""
-    root = kata.root
-    try:
-        listed = subprocess.run(
-            ["git", "ls-tree", "-r", "--name-only", "HEAD", "--", f"katas/{kata.path}"],
-            cwd=root, capture_output=True, text=True, check=True,
-        ).stdout.split()
-        if listed:
-            return {
-                Path(name).relative_to("katas"): subprocess.run(
-                    ["git", "show", f"HEAD:{name}"], cwd=root, capture_output=True, check=True
-                ).stdout
-                for name in listed
-            }
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    snapshot = state_dir() / "starters"
-    if not (snapshot / kata.path).exists() and not kata.kata_path.exists():
-        return {}
-    if not (snapshot / kata.path).exists():
-        # No git: the first time we look, the files in katas/ are taken as the starter.
-        for rel in _kata_files(kata, root / "katas"):
-            (snapshot / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root / "katas" / rel, snapshot / rel)
-    return {rel: (snapshot / rel).read_bytes() for rel in _kata_files(kata, snapshot)}
+    """The shipped starter, path (relative to katas/) -> bytes; StarterUnavailable if there is no true copy."""
+    return starters.load(kata, _snapshots())
 
 
 def is_untouched(kata: Kata) -> bool:
+    if not starters.matches(kata):
+        return False
+    # Still the starter: keep a copy, so a learner without git can reset later.
     base = kata.root / "katas"
-    starters = starter_files(kata)
-    current = {rel: (base / rel).read_bytes() for rel in _kata_files(kata, base) if (base / rel).exists()}
-    return current == starters
+    with contextlib.suppress(OSError):
+        starters.remember({rel: (base / rel).read_bytes() for rel in starters.kata_files(kata, base)}, _snapshots())
+    return True
 
 
 def status(kata: Kata) -> str:
@@ -117,34 +255,54 @@ def status(kata: Kata) -> str:
     return ATTEMPTED if saved == ATTEMPTED or not is_untouched(kata) else UNTOUCHED
 
 
-def backup(kata: Kata) -> Path:
-    """Copy the learner's current version aside; returns the backup folder."""
+# --- backup and reset ------------------------------------------------------------
+
+def backup(kata: Kata) -> Path | None:
+    """Copy the learner's current version aside; returns the backup folder, None if there was nothing.
+
+    Raises BackupFailed (after removing a partial copy) when the copy cannot be made.
+    """
+    base = kata.root / "katas"
+    present = [rel for rel in starters.kata_files(kata, base) if (base / rel).is_file()]
+    if not present:
+        return None
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    dest = state_dir() / "backups" / kata.id / stamp
-    n = 1
+    dest, n = state_dir() / "backups" / kata.id / stamp, 1
     while dest.exists():
         n += 1
         dest = dest.with_name(f"{stamp}-{n}")
-    base = kata.root / "katas"
-    for rel in _kata_files(kata, base):
-        if (base / rel).exists():
+    try:
+        for rel in present:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / rel, dest / rel)
+    except OSError as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise BackupFailed(
+            f"Could not back up your version of {kata.id} ({exc.strerror or exc}: {_shown(exc.filename or dest)}), "
+            f"so nothing was reset: {_shown(kata.kata_path)} is as you left it. Make {_shown(state_dir())} "
+            f"writable, or set LOOPKATA_STATE to a writable folder, then run `loopkata reset {kata.id}` again."
+        ) from exc
     return dest
 
 
-def reset(kata: Kata) -> Path:
-    """Back up the learner's version, then restore the starter. Returns the backup folder."""
+def reset(kata: Kata) -> Path | None:
+    """Back up the learner's version, then restore the shipped starter. Returns the backup folder (None: nothing to back up).
+
+    StarterUnavailable and BackupFailed are raised before any file is touched;
+    NotSaved (result: the backup folder) when only the progress could not be written.
+    """
+    starter = starter_files(kata)
     saved = backup(kata)
     base = kata.root / "katas"
-    target = base / kata.path
-    starters = starter_files(kata)
-    if target.is_dir():
-        for rel in _kata_files(kata, base):
-            if rel not in starters:
+    if (base / kata.path).is_dir():
+        for rel in starters.kata_files(kata, base):
+            if rel not in starter:
                 (base / rel).unlink()  # already in the backup
-    for rel, data in starters.items():
+    for rel, data in starter.items():
         (base / rel).parent.mkdir(parents=True, exist_ok=True)
         (base / rel).write_bytes(data)
-    update(kata, status=UNTOUCHED, last_verdict="", last_failure="", hints_seen=[])
+    try:
+        update(kata, status=UNTOUCHED, last_verdict="", last_failure="", hints_seen=[])
+    except NotSaved as exc:
+        raise NotSaved(exc.error, saved) from exc.error
     return saved

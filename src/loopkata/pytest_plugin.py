@@ -2,8 +2,10 @@
 
 It adds `--impl PATH`, gives every test a fresh copy of the implementation
 (module-level state is the bug, so nothing may leak between tests), and writes
-one JSON line per test to $LOOPKATA_RESULTS as soon as the test ends, so a
-result survives even if the process is later killed for hanging.
+one JSON line per test to the file descriptor $LOOPKATA_RESULTS_FD as soon as
+the test ends, so a result survives even if the process is later killed for
+hanging. The grader holds that file open itself: the code under test cannot
+lose the results by deleting a file.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import itertools
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -37,20 +40,21 @@ def pytest_configure(config):
     impl = config.getoption("--impl")
     if impl:
         os.environ["LOOPKATA_IMPL"] = str(Path(impl).resolve())
-    stacks = os.environ.get("LOOPKATA_STACKS")
-    budget = float(os.environ.get("LOOPKATA_BUDGET", "0") or 0)
-    if stacks and budget > 0:
+    for name in ("LOOPKATA_RESULTS_FD", "LOOPKATA_STACKS_FD"):
+        if os.environ.get(name):
+            os.set_inheritable(int(os.environ[name]), False)  # not for the learner's subprocesses
+    stacks = os.environ.get("LOOPKATA_STACKS_FD")
+    deadline = float(os.environ.get("LOOPKATA_DEADLINE", "0") or 0)
+    if stacks and deadline > 0:
         # Just before the grader kills us for running out of time, every
         # thread's stack goes to a file the grader reads back.
-        config._loopkata_stacks = open(stacks, "w")  # noqa: SIM115 - lives as long as the process
-        faulthandler.dump_traceback_later(max(budget - 0.5, 0.2), file=config._loopkata_stacks)
+        faulthandler.dump_traceback_later(max(deadline - time.time() - 0.5, 0.1), file=int(stacks))
 
 
 def _write(record: dict) -> None:
-    path = os.environ.get("LOOPKATA_RESULTS")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+    fd = os.environ.get("LOOPKATA_RESULTS_FD")
+    if fd:
+        os.write(int(fd), (json.dumps(record) + "\n").encode())
 
 
 def _title(item) -> str:
@@ -74,7 +78,12 @@ def _describe(excinfo) -> dict:
         return {"outcome": "hang", "message": str(exc), "stacks": exc.stacks}
     if isinstance(exc, ImplLoadError):
         return {"outcome": "error", "message": str(exc)}
-    if isinstance(exc, AssertionError):
+    if isinstance(exc, MemoryError):
+        cap = int(os.environ.get("LOOPKATA_MEMORY", "0") or 0)
+        limit = f"more than {cap / 2**30:g} GiB" if cap else "all the memory it could get"
+        message = (f"The code under test used {limit} of memory (the cap for one check) and got MemoryError: "
+                   "something grows without bound.")
+    elif isinstance(exc, AssertionError):
         message = str(exc) or "an expectation was not met"
     else:
         message = f"{type(exc).__name__}: {exc}"
@@ -93,7 +102,13 @@ def pytest_runtest_makereport(item, call):
     if call.excinfo is not None and result["outcome"] == "passed" and report.outcome != "skipped":
         result.update(_describe(call.excinfo))
     elif report.outcome == "skipped" and result["outcome"] == "passed":
-        result["outcome"] = "skipped"
+        # A skip or an xfail is never a pass: the check passes only if every hidden test ran.
+        how = "marked as an expected failure (pytest.xfail)" if hasattr(report, "wasxfail") else "skipped"
+        reason = getattr(report, "wasxfail", "") or (report.longrepr[-1] if isinstance(report.longrepr, tuple) else "")
+        result.update(outcome="skipped", message=(
+            f"This test was {how} before it could run{f' ({reason})' if reason else ''}. "
+            "A check passes only when every hidden test runs and passes: remove the skip from the code under test."
+        ))
     if call.when == "teardown":
         _write({"event": "result", **result})
 
@@ -143,6 +158,10 @@ def kata(request):
         del sys.modules[name]
 
 
+def pytest_keyboard_interrupt(excinfo):
+    _write({"event": "interrupted", "message": f"{excinfo.typename}: {excinfo.value}".rstrip(": ")})
+
+
 def pytest_sessionfinish(session, exitstatus):
     session.config._loopkata_exit = int(exitstatus)
 
@@ -152,7 +171,7 @@ def pytest_unconfigure(config):
     # Every result is on disk by now. A thread of the learner's code stuck on a
     # lock (a to_thread worker, say) would keep the interpreter from exiting
     # until the budget kills it; leave at once instead.
-    if os.environ.get("LOOPKATA_RESULTS"):
+    if os.environ.get("LOOPKATA_RESULTS_FD"):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(getattr(config, "_loopkata_exit", 0))

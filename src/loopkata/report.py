@@ -2,9 +2,18 @@
 from __future__ import annotations
 
 from .catalogue import Kata
-from .runner import ERROR, FAILED, HANG, NOT_RUN, PASSED, CheckResult
+from .runner import (
+    ERROR,
+    FAILED,
+    HANG,
+    NO_REPORT,
+    NOT_RUN,
+    PASSED,
+    SKIPPED,
+    CheckResult,
+)
 
-MARK = {PASSED: "✓", FAILED: "✗", HANG: "⧗", ERROR: "!", NOT_RUN: "·", "skipped": "-"}
+MARK = {PASSED: "✓", FAILED: "✗", HANG: "⧗", ERROR: "!", NOT_RUN: "·", NO_REPORT: "?", SKIPPED: "-"}
 
 
 def headline(result: CheckResult, kata: Kata) -> str:
@@ -17,7 +26,8 @@ def headline(result: CheckResult, kata: Kata) -> str:
     counts = {}
     for t in result.failures:
         counts[t.outcome] = counts.get(t.outcome, 0) + 1
-    words = {FAILED: "failed", HANG: "hung", ERROR: "errored", NOT_RUN: "did not run"}
+    words = {FAILED: "failed", HANG: "hung", ERROR: "errored", NOT_RUN: "did not run",
+             NO_REPORT: "did not report", SKIPPED: "skipped"}
     detail = ", ".join(f"{n} {words.get(o, o)}" for o, n in counts.items())
     return f"{kata.label}: not solved yet, {passed} of {total} tests pass ({detail})"
 
@@ -26,7 +36,7 @@ def test_lines(test, stacks: bool = True) -> list[str]:
     """The lines for one test: its mark and title, then what went wrong."""
     suffix = " (hang)" if test.outcome == HANG else ""
     lines = [f"  {MARK.get(test.outcome, '?')} {test.title}{suffix}"]
-    if test.outcome in (PASSED, NOT_RUN, "skipped"):
+    if test.outcome == PASSED or (test.outcome == NOT_RUN and not test.message):
         return lines
     lines += [f"      {line}" for line in test.message.splitlines()]
     if test.where:
@@ -43,4 +53,6 @@ def render_text(result: CheckResult, kata: Kata, stacks: bool = True) -> str:
         return "\n".join(lines)
     for test in result.tests:
         lines += test_lines(test, stacks)
+    if result.notice:
+        lines += ["", result.notice]
     return "\n".join(lines)

@@ -1,0 +1,185 @@
+"""The shipped starter of each kata, known by its content rather than by git HEAD.
+
+A learner may commit their own edits, so HEAD says nothing about what was
+shipped. katas/starters.toml records each starter file's sha256 and git blob
+id: the blob id finds the original bytes in git's history whatever HEAD is,
+and the sha256 vouches for any copy (git's, a snapshot in the state folder, or
+the file in katas/ while it is still untouched).
+
+After changing a starter, regenerate the manifest (a test checks it):
+    python -m loopkata.starters --write
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+from . import catalogue
+from .catalogue import Kata
+from .testing import display_path
+
+MANIFEST = Path("katas") / "starters.toml"
+
+
+class StarterUnavailable(LookupError):
+    """No trustworthy copy of a shipped starter; str() is one paragraph for the learner."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def blob_id(data: bytes) -> str:
+    """The id git gives these bytes (`git hash-object`), computed without git."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def kata_files(kata: Kata, base: Path) -> list[Path]:
+    """Relative paths of the kata's files under `base` (katas/ or a snapshot)."""
+    target = base / kata.path
+    if target.is_dir():
+        return sorted(p.relative_to(base) for p in target.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return [Path(kata.path)]
+
+
+# --- the manifest ------------------------------------------------------------
+
+def manifest_text(root: Path) -> str:
+    """The manifest for the starters now in root/katas/ (what --write stores)."""
+    lines = [
+        "# The starters as shipped, one [[starter]] per file: `loopkata reset` restores",
+        "# exactly these bytes and `loopkata list` calls a kata untouched only while it",
+        "# matches them. Regenerate after changing a starter: python -m loopkata.starters --write",
+    ]
+    for kata in catalogue.load(root):
+        for rel in kata_files(kata, root / "katas"):
+            data = (root / "katas" / rel).read_bytes()
+            lines += [
+                "", "[[starter]]",
+                f"kata = {json.dumps(kata.id)}",
+                f"path = {json.dumps(rel.as_posix())}",
+                f'sha256 = "{sha256(data)}"',
+                f'blob = "{blob_id(data)}"',
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def expected(kata: Kata) -> dict[Path, dict]:
+    """The manifest's entries for `kata`: relative path -> {"sha256", "blob"}; {} if it lists none."""
+    try:
+        data = tomllib.loads((kata.root / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {Path(s["path"]): s for s in data.get("starter", []) if s.get("kata") == kata.id and "path" in s}
+
+
+def matches(kata: Kata) -> bool:
+    """True while the learner's copy is byte for byte the shipped starter."""
+    want, base = expected(kata), kata.root / "katas"
+    if not want or set(kata_files(kata, base)) != set(want):
+        return False
+    try:
+        return all(sha256((base / rel).read_bytes()) == e.get("sha256") for rel, e in want.items())
+    except OSError:
+        return False
+
+
+# --- reading a starter back ----------------------------------------------------
+
+def _from_git(root: Path, entry: dict) -> bytes | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), "cat-file", "blob", str(entry.get("blob", ""))],
+                             capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None  # no git, or a git that does not answer
+    return out.stdout if out.returncode == 0 and sha256(out.stdout) == entry.get("sha256") else None
+
+
+def _verified(path: Path, entry: dict) -> bytes | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if sha256(data) == entry.get("sha256") else None
+
+
+def remember(files: dict[Path, bytes], snapshots: Path) -> None:
+    """Keep a copy of verified starter files in the state folder, for a learner without git.
+
+    Best effort: a state folder that cannot be written only means no snapshot.
+    """
+    for rel, data in files.items():
+        dest = snapshots / rel
+        if _verified(dest, {"sha256": sha256(data)}) is not None:
+            continue
+        tmp = None
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, dest)
+        except OSError:
+            if tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+def load(kata: Kata, snapshots: Path) -> dict[Path, bytes]:
+    """The shipped starter, path (relative to katas/) -> bytes, every file checked against the manifest.
+
+    Each file comes from git (by blob id), else from the snapshot, else from
+    katas/ while it still matches. Raises StarterUnavailable rather than hand
+    back anything else.
+    """
+    want = expected(kata)
+    if not want:
+        raise StarterUnavailable(
+            f"{display_path(kata.root / MANIFEST)} does not list the starter of {kata.id}, so loopkata "
+            "cannot tell which version was shipped and has changed nothing. Get the project's "
+            f"katas/ folder again (git pull, or a fresh download) and run `loopkata reset {kata.id}` again."
+        )
+    found, lost = {}, []
+    for rel, entry in want.items():
+        data = _from_git(kata.root, entry)
+        if data is None:
+            data = _verified(snapshots / rel, entry)
+        if data is None:
+            data = _verified(kata.root / "katas" / rel, entry)
+        if data is None:
+            lost.append(rel.as_posix())
+        else:
+            found[rel] = data
+    if lost:
+        raise StarterUnavailable(
+            f"loopkata cannot find the shipped starter of {kata.id} ({', '.join(lost)}): git does not have it "
+            f"(this folder may not be a git clone), {display_path(snapshots)} holds no copy of it, and your file "
+            "in katas/ no longer matches it. Nothing was changed, so your version is as you left it. "
+            "Copy the starter from the project's repository (or a fresh download) into katas/ to start over."
+        )
+    remember(found, snapshots)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    root = catalogue.project_root()
+    path, text = root / MANIFEST, manifest_text(root)
+    if argv == ["--write"]:
+        path.write_text(text, encoding="utf-8")
+        print(f"Wrote {display_path(path)}.")
+        return 0
+    current = path.read_text(encoding="utf-8") if path.exists() else ""
+    print(f"{display_path(path)} is up to date." if current == text
+          else f"{display_path(path)} does not match katas/: run python -m loopkata.starters --write")
+    return 0 if current == text else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

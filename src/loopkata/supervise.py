@@ -1,0 +1,136 @@
+"""Runs one grading child under a hard wall-clock deadline and leaves no process behind.
+
+Started by the grader as `python -I -S supervise.py DEADLINE MEMORY STATUS_FD -- CMD...`
+(standard library only, so it starts in a few milliseconds). It
+
+- becomes a child subreaper, so anything the learner's code starts, even a
+  process that calls setsid() to escape its process group, is re-parented to
+  it when its own parent ends, and can be found and killed;
+- starts CMD in a process group of its own, capped at MEMORY bytes of address space;
+- kills CMD's group at DEADLINE seconds, on SIGTERM/SIGINT (the grader's
+  Ctrl-C) or when the grader itself dies;
+- then kills every process still left under it, reaps them, and writes one JSON
+  line to STATUS_FD: how CMD ended and how many processes it left behind.
+"""
+import ctypes
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False  # not Linux: process groups are all we have
+
+
+def _children() -> list[int]:
+    """Our direct children (on Linux every orphaned descendant becomes one of them)."""
+    me, found = os.getpid(), []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == me and fields[0] != b"Z":
+            found.append(int(name))
+    return found
+
+
+def _reap_all() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _kill_everything(group: int) -> int:
+    """Kill CMD's group and every process re-parented to us; how many besides CMD were alive."""
+    left = set()
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        _reap_all()
+        alive = [pid for pid in _children() if pid != group]
+        if not alive:
+            break
+        for pid in alive:
+            left.add(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+    _reap_all()
+    return len(left)
+
+
+def main(argv: list[str]) -> int:
+    deadline, memory, status_fd = float(argv[0]), int(argv[1]), int(argv[2])
+    cmd = argv[argv.index("--") + 1:]
+    parent = os.getppid()
+    subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the grader died: clean up anyway
+    stop = {"why": ""}
+
+    def on_signal(signum, frame):
+        stop["why"] = "interrupted"
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def limits():
+        if memory > 0:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    passed_fds = tuple(int(fd) for fd in os.environ.get("LOOPKATA_PASS_FDS", "").split(",") if fd)
+    child = subprocess.Popen(cmd, preexec_fn=limits, process_group=0, pass_fds=passed_fds)
+    ends_at = time.monotonic() + deadline
+    status = None
+    while status is None:
+        if stop["why"] or os.getppid() != parent:
+            stop["why"] = stop["why"] or "interrupted"
+            break
+        left = ends_at - time.monotonic()
+        if left <= 0:
+            stop["why"] = "timed out"
+            break
+        try:
+            status = child.wait(timeout=min(left, 0.05))
+        except subprocess.TimeoutExpired:
+            pass
+    left_behind = _kill_everything(child.pid)
+    if status is None:
+        status = child.wait()
+    record = {"event": "exit", "status": status, "stopped": stop["why"], "left_behind": left_behind,
+              "subreaper": subreaper}
+    os.write(status_fd, (json.dumps(record) + "\n").encode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
