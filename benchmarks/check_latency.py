@@ -1,13 +1,15 @@
 """How long `loopkata check` takes, as a learner waits for it.
 
 Prints the median wall time of the whole command (a new process, as in a
-terminal) per kata, against the reference solution and against the starter,
-and of a check whose only test deadlocks (the time to a hang verdict).
+terminal) per kata: against the reference solution (a passing check), against
+the starter and every decoy (failing checks, which a learner meets first and
+most often), each also as a ratio to the reference's passing check; and the
+time to a hang verdict for a check whose only test deadlocks.
 
-    .venv/bin/python benchmarks/check_latency.py [--runs N]
+    .venv/bin/python benchmarks/check_latency.py [--runs N] [--no-decoys] [--kata ID]
 
-Targets on a 2-core machine: a stdlib kata's check at most 1.0 s, a hang
-verdict at most 2 s.
+Targets on a 2-core machine: every failing check at most 2.0 s, every passing
+check at most 1.5 s; rows over their target are marked "over".
 """
 import argparse
 import os
@@ -65,20 +67,45 @@ def hang_verdict_seconds(runs: int) -> float:
         return median_of(runs, [sys.executable, "-c", code, str(tmp)])
 
 
+PASS_TARGET, FAIL_TARGET = 1.5, 2.0
+
+
+def row(label: str, seconds: float, reference: float, target: float, verdict: str) -> str:
+    mark = "ok" if seconds <= target else "over"
+    return f"  {label:<40} {seconds:>7.2f}s  x{seconds / reference:>5.2f}  {mark:<4} (target {target:.1f} s)  {verdict}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--no-decoys", action="store_true", help="time only the solution and the starter")
+    parser.add_argument("--kata", help="only this kata")
     args = parser.parse_args()
     env = {**os.environ, "LOOPKATA_STATE": tempfile.mkdtemp()}
     loopkata = [sys.executable, "-m", "loopkata", "check"]
-    print(f"median wall time of `loopkata check` over {args.runs} runs, {os.cpu_count()} cores, Python {sys.version.split()[0]}\n")
-    print(f"{'kata':<22} {'services':<10} {'solution':>9} {'starter':>9}  starter verdict")
+    print(f"median wall time of `loopkata check` over {args.runs} runs, {os.cpu_count()} cores, "
+          f"Python {sys.version.split()[0]}; xN = times the reference's passing check\n")
+    over = 0
     for k in catalogue.load():
+        if args.kata and args.kata not in (k.id, str(k.number)):
+            continue
         solution = median_of(args.runs, [*loopkata, k.id, "--impl", str(k.solution_path)], env)
-        starter = median_of(args.runs, [*loopkata, k.id, "--impl", str(k.kata_path)], env)
-        verdicts = "+".join(s.verdict for s in k.symptoms)
-        print(f"{k.label:<22} {','.join(k.services) or 'stdlib':<10} {solution:>8.2f}s {starter:>8.2f}s  {verdicts}")
-    print(f"\n{'hang verdict (hang_after 1.0 s)':<33} {hang_verdict_seconds(args.runs):>8.2f}s")
+        print(f"{k.label} ({','.join(k.services) or 'stdlib'})")
+        print(row("reference solution (passes)", solution, solution, PASS_TARGET, "passed"))
+        failing = [("starter", k.kata_path, "+".join(s.verdict for s in k.symptoms))]
+        if not args.no_decoys:
+            failing += [(f"decoy {d.stem}", d, "fails") for d in k.decoys]
+        for label, impl, verdict in failing:
+            seconds = median_of(args.runs, [*loopkata, k.id, "--impl", str(impl)], env)
+            print(row(label, seconds, solution, FAIL_TARGET, verdict))
+            over += seconds > FAIL_TARGET
+        over += solution > PASS_TARGET
+        for v in [] if args.no_decoys else k.variants:
+            seconds = median_of(args.runs, [*loopkata, k.id, "--impl", str(v)], env)
+            print(row(f"variant {v.stem} (passes)", seconds, solution, PASS_TARGET, "passed"))
+            over += seconds > PASS_TARGET
+    print(f"\n{'hang verdict (hang_after 1.0 s)':<42} {hang_verdict_seconds(args.runs):>7.2f}s")
+    print(f"{over} check(s) over target")
 
 
 if __name__ == "__main__":

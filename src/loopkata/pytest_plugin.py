@@ -158,6 +158,10 @@ def kata(request):
         del sys.modules[name]
 
 
+def pytest_internalerror(excrepr, excinfo):
+    _write({"event": "internalerror", "message": f"{excinfo.typename}: {excinfo.value}"})
+
+
 def pytest_keyboard_interrupt(excinfo):
     _write({"event": "interrupted", "message": f"{excinfo.typename}: {excinfo.value}".rstrip(": ")})
 

@@ -58,8 +58,9 @@ class CheckResult:
         return [t for t in self.tests if t.outcome != PASSED]  # a skip is not a pass
 
     def failure_text(self) -> str:
-        """Everything a hint's `when` pattern may match: the problem and each failure."""
-        parts = [self.problem] + [f"{t.outcome}: {t.title}: {t.message}" for t in self.failures]
+        """Everything a hint's `when` pattern may match: the problem, each failure's outcome, message and stacks."""
+        # Titles are left out: a title names what is tested, not what went wrong.
+        parts = [self.problem] + [f"{t.outcome}: {t.message}\n{t.stacks}".rstrip() for t in self.failures]
         return "\n".join(p for p in parts if p)
 
     def to_json(self) -> dict:
@@ -348,6 +349,16 @@ def _grade(kata: Kata, impl: Path) -> tuple[CheckResult, dict[str, bytes] | None
     return result, held
 
 
+def _internal_error(output: str, records: list[dict]) -> str:
+    """The exception of a pytest INTERNALERROR, or ''."""
+    reported = [r["message"] for r in records if r.get("event") == "internalerror"]
+    if reported:
+        return f"INTERNALERROR {reported[-1]}"
+    lines = [ln.removeprefix("INTERNALERROR>").strip() for ln in output.splitlines() if ln.startswith("INTERNALERROR>")]
+    lines = [ln for ln in lines if ln]
+    return f"INTERNALERROR {lines[-1]}" if lines else ""
+
+
 def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: str,
              names: dict[str, str], output: str) -> list[TestResult]:
     """Every expected test with its outcome; a test with no result says why it has none."""
@@ -370,11 +381,19 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
         elif event == "exit":
             ended = r
     status = ended.get("status")
+    crash = _internal_error(output, records)
     stuck = tests.get(running)
     if stuck is not None and stuck.outcome == NOT_RUN:
         if ended.get("stopped") == "timed out" or not ended:
             stuck.outcome, stuck.stacks = HANG, stacks
             stuck.message = f"The whole check ran out of its {kata.budget_seconds:g} s budget here: it is stuck."
+        elif crash:
+            stuck.outcome = ERROR
+            stuck.message = (
+                f"pytest itself failed while running '{stuck.title}' ({crash}). Code under test that changes "
+                "pytest or the interpreter while the tests run (monkeypatching, threads that keep logging) "
+                "can cause this; check again, and if it happens every time, look for such code."
+            )
         elif status is not None and status < 0:
             memory = " It was using more memory than the cap allows (MemoryError)." if "MemoryError" in output else ""
             stuck.outcome = ERROR
@@ -388,7 +407,7 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
             stuck.outcome = ERROR
             stuck.message = (f"The test process exited with status {status} while running '{stuck.title}' "
                              "(os._exit, or pytest.exit, called by the code under test?).")
-    why = f"the test process ended while running '{stuck.title}'" if stuck is not None else (
+    why = f"the test process ended while running '{stuck.title}'" if stuck is not None else crash or (
         f"the test process ended (status {status}) before this test reported; "
         "did the code under test end it (os._exit, pytest.exit) or remove the test?"
     )

@@ -14,6 +14,7 @@ import linecache
 import os
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -23,8 +24,11 @@ DEFAULT_HANG_AFTER = 1.0
 class Hang(Exception):
     """The scenario did not finish in time; `stacks` says where it is stuck."""
 
-    def __init__(self, what: str, seconds: float, stacks: str):
-        super().__init__(f"{what} did not finish within {seconds:g} s: it is stuck.")
+    def __init__(self, what: str, seconds: float, stacks: str, certain: bool = False):
+        if certain:  # seen to be stuck for good before the time ran out
+            super().__init__(f"{what} did not finish: it is stuck, and nothing left in the process could ever wake it.")
+        else:
+            super().__init__(f"{what} did not finish within {seconds:g} s: it is stuck.")
         self.stacks = stacks
 
 
@@ -95,33 +99,207 @@ def _loops_on(thread_id: int) -> list[asyncio.AbstractEventLoop]:
     ]
 
 
-def where_stuck(thread: threading.Thread) -> tuple[str, list]:
-    """A readable report of a stuck thread: its loop's pending tasks, grouped by where they wait."""
+def _loop_of(frame) -> asyncio.AbstractEventLoop | None:
+    """The event loop this thread is running, found on its own stack (cheap, unlike gc)."""
+    while frame is not None:
+        candidate = frame.f_locals.get("self") if frame.f_code.co_name in ("run_forever", "_run_once") else None
+        if isinstance(candidate, asyncio.AbstractEventLoop):
+            return candidate
+        frame = frame.f_back
+    return None
+
+
+def _in_select(frame) -> bool:
+    """Is the innermost frame the loop's selector, waiting for I/O?"""
+    return frame is not None and frame.f_code.co_name in ("select", "poll") and "selectors" in frame.f_code.co_filename
+
+
+def _cpu_seconds(thread: threading.Thread) -> float | None:
+    """CPU time the thread has used so far (Linux), to tell "blocked" from "busy"."""
+    try:
+        with open(f"/proc/self/task/{thread.native_id}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _executor_busy(loop) -> bool:
+    """Could a worker of the loop's default executor still wake the loop (to_thread, run_in_executor)?"""
+    executor = getattr(loop, "_default_executor", None)
+    if executor is None:
+        return False
+    if not executor._work_queue.empty():
+        return True
+    frames = sys._current_frames()
+    for worker in getattr(executor, "_threads", ()):
+        frame = frames.get(worker.ident)
+        if frame is not None and frame.f_code.co_name != "_worker":
+            return True  # running a work item: its result will wake the loop
+    return False
+
+
+def _can_never_wake(loop, frame) -> bool:
+    """An asyncio deadlock: the loop waits in select with no timeout (no ready callback, no
+    timer), watches no file descriptor but its own wake-up pipe, and no executor worker
+    is running: nothing in this process can ever make it run again, except another
+    thread calling into it, which the hidden tests do not do."""
+    timeout = frame.f_locals.get("timeout", 0) if _in_select(frame) else 0
+    if not (timeout is None or (isinstance(timeout, (int, float)) and timeout < 0)):
+        return False  # not waiting at all, or waiting for a timer
+    try:
+        watched = set(loop._selector.get_map())
+        own = {loop._ssock.fileno()} if getattr(loop, "_ssock", None) is not None else set()
+    except (AttributeError, RuntimeError, OSError):
+        return False
+    return watched <= own and not _executor_busy(loop)
+
+
+def _held_by_own_stack(frame) -> str:
+    """If the thread waits for a threading.Lock that an outer frame of the same thread
+    holds, the line that took it: a non-reentrant lock taken twice can never be freed."""
+    waiting = _lock_on_line(frame)
+    if waiting is None:
+        return ""
+    current = frame
+    while current is not None:
+        # the frame's own line (for callers) and every `with` that encloses it
+        filename, line = current.f_code.co_filename, current.f_lineno
+        if current is not frame and _lock_on_line(current) is waiting:
+            return f"{display_path(filename)}:{line}"
+        indent = _indent(linecache.getline(filename, line))
+        for above in range(line - 1, current.f_code.co_firstlineno - 1, -1):
+            text = linecache.getline(filename, above)
+            if text.strip() and _indent(text) < indent:
+                indent = _indent(text)
+                if _lock_on_line(current, above) is waiting:
+                    return f"{display_path(filename)}:{above}"
+        current = current.f_back
+    return ""
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+_LOCK_TYPES = (type(threading.Lock()),)
+
+
+def _lock_on_line(frame, lineno: int | None = None):
+    """The threading.Lock named by `with X:` or `X.acquire(` on a line of the frame, if held."""
+    line = linecache.getline(frame.f_code.co_filename, lineno or frame.f_lineno).strip()
+    for prefix, suffix in (("with ", ":"), ("", ".acquire(")):
+        if line.startswith(prefix) and suffix in line:
+            expr = line[len(prefix):line.index(suffix)].split(" as ")[0].strip()
+            obj = _resolve(frame, expr)
+            if isinstance(obj, _LOCK_TYPES) and obj.locked():
+                return obj
+    return None
+
+
+def _resolve(frame, expr: str):
+    """Follow a dotted name (no calls, nothing evaluated) in the frame's scope."""
+    parts = expr.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
+    scope = {**frame.f_globals, **frame.f_locals}
+    obj = scope.get(parts[0])
+    for part in parts[1:]:
+        try:
+            obj = object.__getattribute__(obj, part)
+        except AttributeError:
+            return None
+    return obj
+
+
+class _Watch:
+    """Samples a running scenario thread to see that it can never finish, before any timeout."""
+
+    def __init__(self, thread: threading.Thread):
+        self.thread, self.seen, self.cpu = thread, 0, _cpu_seconds(thread)
+
+    def certainly_stuck(self) -> bool:
+        frame = sys._current_frames().get(self.thread.ident)
+        stuck = False
+        if frame is not None:
+            loop = _loop_of(frame)
+            stuck = (loop is not None and _can_never_wake(loop, frame)) or bool(_held_by_own_stack(frame))
+        # the same state twice in a row, a poll apart: not a moment caught mid-step
+        self.seen = self.seen + 1 if stuck else 0
+        return self.seen >= 2
+
+
+def _blocked_loop_lines(frame, busy: bool | None) -> list[str]:
+    """The loop thread is not waiting for I/O: it is inside one callback that does not return."""
+    frames = _frames_of(frame)
+    mine = [f for f in frames if is_learner_file(f[0])] or frames[-1:]
+    file, line, func = mine[-1]
+    where = f"{display_path(file)}:{line} in {func}"
+    if busy:
+        head = (f"the event loop thread is busy at {where}: it keeps running and never gives the loop a turn "
+                "(a loop that never awaits anything unfinished, or CPU-bound work inside async code)")
+    else:
+        held = _held_by_own_stack(frame)
+        why = (f"it waits for a threading lock that this same thread took at {held}" if held
+               else "a blocking call inside async code")
+        head = f"the event loop thread is blocked at {where} ({why})"
+    return [head] + [f"    {f}" for f in describe_frames(mine)]
+
+
+def where_stuck(thread: threading.Thread, busy: bool | None = None) -> tuple[str, list]:
+    """A readable report of a stuck thread: a blocked event-loop thread, or tasks that all wait."""
     loops = _loops_on(thread.ident)
+    frame = sys._current_frames().get(thread.ident)
+    lines: list[str] = []
+    blocked = [loop for loop in loops if frame is not None and not _in_select(frame)]
+    if blocked:
+        lines += _blocked_loop_lines(frame, busy)
     groups: dict[tuple[str, ...], int] = {}
+    others = 0
     for loop in loops:
         for task in asyncio.all_tasks(loop):
             if not task.done():
-                chain = tuple(describe_frames(_task_frames(task)))
+                chain = tuple(describe_frames(_task_frames(task), fallback=False))
+                if not chain:
+                    others += 1  # a task with no line of the learner's (asyncio.sleep, say)
+                    continue
                 groups[chain] = groups.get(chain, 0) + 1
-    lines = []
+    if others and not groups:
+        for loop in loops:  # nothing of the learner's: show asyncio's own lines after all
+            for task in asyncio.all_tasks(loop):
+                if not task.done():
+                    chain = tuple(describe_frames(_task_frames(task)))
+                    groups[chain] = groups.get(chain, 0) + 1
+        others = 0
+    if groups and not blocked:
+        lines.append("every task is waiting, and none can wake another: a deadlock between tasks")
     for chain, count in sorted(groups.items(), key=lambda g: (-len(g[0]), g[0])):
-        lines.append(f"{count} task{'s are' if count > 1 else ' is'} waiting at")
+        if blocked:
+            lines.append(f"{count} task{'s' if count > 1 else ''} cannot run while it is blocked, at")
+        else:
+            lines.append(f"{count} task{'s are' if count > 1 else ' is'} waiting at")
         lines += [f"    {f}" for f in chain]
-    frame = sys._current_frames().get(thread.ident)
+    if others:
+        lines.append(f"(and {others} more task{'s' if others > 1 else ''} with no line of your code)")
     if frame is not None and not loops:
-        lines.append("the thread is stuck at")
+        held = _held_by_own_stack(frame)
+        lines.append("the thread is stuck at" + (f" (it waits for a threading lock it already took at {held})" if held else ""))
         lines += [f"    {f}" for f in describe_frames(_frames_of(frame))]
     return "\n".join(lines), loops
+
+
+POLL_SECONDS = 0.03
 
 
 def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = None, **kwargs):
     """Call fn(*args, **kwargs) on a daemon thread; return its result or raise.
 
     Raises Hang if it is still running after `seconds` (default: the kata's
-    hang_after). Pending asyncio tasks of a stuck loop are cancelled so the
-    thread can end; a thread stuck on a threading lock cannot be freed and is
-    left behind as a daemon.
+    hang_after), or as soon as it can be seen that it can never finish (an
+    event loop with nothing left that could wake it; a thread waiting for a
+    threading.Lock it holds itself). Pending asyncio tasks of a stuck loop are
+    cancelled so the thread can end; a thread stuck on a threading lock cannot
+    be freed and is left behind as a daemon.
     """
     seconds = hang_after() if seconds is None else seconds
     box: dict = {}
@@ -133,18 +311,28 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
             box["error"] = exc
 
     thread = threading.Thread(target=target, name=f"scenario:{what}", daemon=True)
+    started = time.monotonic()
     thread.start()
-    thread.join(seconds)
+    watch, certain = _Watch(thread), False
+    while thread.is_alive() and time.monotonic() - started < seconds:
+        thread.join(min(POLL_SECONDS, max(seconds - (time.monotonic() - started), 0)))
+        if thread.is_alive() and watch.certainly_stuck():
+            certain = True
+            break
     if thread.is_alive():
-        stacks, loops = where_stuck(thread)
+        cpu = _cpu_seconds(thread)
+        waited = time.monotonic() - started
+        busy = None if cpu is None or watch.cpu is None else (cpu - watch.cpu) > 0.5 * waited
+        stacks, loops = where_stuck(thread, busy)
         for loop in loops:
             try:
                 for task in asyncio.all_tasks(loop):
                     loop.call_soon_threadsafe(task.cancel)
             except RuntimeError:
                 pass  # the loop closed meanwhile: nothing left to cancel
-        thread.join(0.5)
-        raise Hang(what, seconds, stacks)
+        if loops and _in_select(sys._current_frames().get(thread.ident)):
+            thread.join(0.5)  # let the cancelled tasks unwind; a blocked thread is left as it is
+        raise Hang(what, seconds, stacks, certain)
     if "error" in box:
         raise box["error"]
     return box.get("value")

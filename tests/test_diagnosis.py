@@ -1,0 +1,196 @@
+"""What a failing check tells the learner: a deadlock found at once, a blocked event
+loop told apart from tasks that wait on each other, hints chosen by what went wrong,
+and a broken pytest shown with its reason.
+"""
+import dataclasses
+import fcntl
+import subprocess
+import sys
+import time
+
+import pytest
+
+from loopkata import catalogue, hints, progress, runner
+from loopkata.report import render_text
+from test_grader import synthetic_kata
+
+
+def graded(tmp_path, source, **kw):
+    kata, impl = synthetic_kata(tmp_path, source, **kw)
+    started = time.monotonic()
+    result = runner.check(kata, impl)
+    return kata, result, time.monotonic() - started
+
+
+# --- a deadlock is found at once, not when the time runs out -----------------
+
+def test_an_asyncio_deadlock_is_found_long_before_hang_after(tmp_path):
+    kata, result, took = graded(tmp_path, '''
+        import asyncio
+
+        async def main():
+            first, second = asyncio.Lock(), asyncio.Lock()
+
+            async def one():
+                async with first:
+                    await asyncio.sleep(0.01)
+                    async with second:
+                        pass
+
+            async def two():
+                async with second:
+                    await asyncio.sleep(0.01)
+                    async with first:
+                        pass
+
+            await asyncio.gather(one(), two())
+
+        def scenario():
+            return asyncio.run(main())
+    ''', hang_after=5.0, budget=15)
+    shown = render_text(result, kata)
+    assert result.verdict == runner.HANG, shown
+    assert took < 2.5, f"expected the deadlock found well before hang_after (5 s), the check took {took:.1f} s"
+    assert "a deadlock between tasks" in shown and "async with first:" in shown and "async with second:" in shown, shown
+
+
+def test_a_thread_taking_its_own_lock_again_is_found_at_once(tmp_path):
+    kata, result, took = graded(tmp_path, '''
+        import threading
+        lock = threading.Lock()
+
+        def save():
+            with lock:
+                return "done"
+
+        def scenario():
+            with lock:
+                return save()
+    ''', hang_after=5.0, budget=15)
+    shown = render_text(result, kata)
+    assert result.verdict == runner.HANG, shown
+    assert took < 2.5, f"expected the self-deadlock found well before hang_after (5 s), the check took {took:.1f} s"
+    assert "already took at" in shown and "impl.py:10" in shown, shown
+
+
+def test_a_slow_but_finishing_scenario_is_not_a_hang(tmp_path):
+    kata, result, _ = graded(tmp_path, '''
+        import asyncio
+
+        async def main():
+            await asyncio.sleep(0.4)            # a timer: the loop will wake
+            await asyncio.to_thread(sum, [1])   # a worker: its result wakes the loop
+            return "done"
+
+        def scenario():
+            return asyncio.run(main())
+    ''', hang_after=3.0)
+    assert result.passed, render_text(result, kata)
+
+
+# --- a blocked event loop is named as such ------------------------------------
+
+BLOCKERS = {
+    "a threading lock": ('''
+        import asyncio, threading, time
+        lock = threading.Lock()
+        threading.Thread(target=lambda: (lock.acquire(), time.sleep(60)), daemon=True).start()
+        time.sleep(0.05)
+
+        async def step():
+            lock.acquire()
+            return "done"
+    ''', "lock.acquire()", "blocked"),
+    "a file lock held by another process": ('''
+        import asyncio, fcntl, os, subprocess, sys, tempfile, time
+        PATH = os.path.join(tempfile.mkdtemp(), "store.lock")
+        HOLDER = subprocess.Popen([sys.executable, "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); print(1, flush=True); time.sleep(30)",
+            PATH], stdout=subprocess.PIPE)
+        HOLDER.stdout.readline()
+
+        async def step():
+            with open(PATH, "a+") as f:
+                fcntl.flock(f, fcntl.LOCK_EX)
+            return "done"
+    ''', "fcntl.flock(f, fcntl.LOCK_EX)", "blocked"),
+    "a CPU loop": ('''
+        import asyncio
+
+        async def step():
+            n = 0
+            while n >= 0:
+                n += 1
+            return "done"
+    ''', "in step", "busy"),
+}
+
+
+@pytest.mark.parametrize("blocker", list(BLOCKERS))
+def test_a_blocked_event_loop_is_named_with_its_line(tmp_path, blocker):
+    source, line, state = BLOCKERS[blocker]
+    source = source + '''
+        async def main():
+            return await asyncio.gather(step(), asyncio.sleep(0.01, "other"))
+
+        def scenario():
+            asyncio.run(main())
+            return "done"
+    '''
+    kata, result, _ = graded(tmp_path, source, hang_after=0.8, budget=10)
+    shown = render_text(result, kata)
+    assert result.verdict == runner.HANG, shown
+    assert f"the event loop thread is {state} at" in shown and line in shown.split("thread is")[1], (
+        f"expected the report to say the loop thread is {state} at `{line}`, got:\n{shown}"
+    )
+    assert "a deadlock between tasks" not in shown, f"a blocked loop is not tasks waiting on each other:\n{shown}"
+
+
+# --- hints follow what went wrong, not the test's title ------------------------
+
+def test_hints_are_chosen_by_the_failure_message_not_the_test_title(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path / "state"))
+    kata = dataclasses.replace(catalogue.find("bound-semaphore"), hints=(
+        catalogue.Hint(text="about id()", when=r"id\(\)"),
+        catalogue.Hint(text="about timeouts", when="TimeoutError"),
+    ))
+    result = runner.CheckResult(kata=kata.id, impl="x", verdict=runner.FAILED, tests=[runner.TestResult(
+        name="t", title="a new loop is recognised even when it gets a dead loop's id()",
+        outcome=runner.FAILED, message="TimeoutError: the step took too long")])
+    progress.record_check(kata, result)
+    _, hint = hints.next_hint(kata)
+    assert hint.text == "about timeouts", f"expected the hint matching the message (TimeoutError), got {hint.text!r}"
+
+
+# --- a broken pytest says why ------------------------------------------------
+
+def test_a_pytest_internal_error_is_shown_with_its_reason(tmp_path):
+    kata, result, _ = graded(tmp_path, '''
+        import _pytest.runner
+
+        def broken(*args, **kwargs):
+            raise ZeroDivisionError("the reporter broke")
+
+        _pytest.runner.call_and_report = broken  # pytest's own machinery, broken by the code under test
+
+        def scenario():
+            return "done"
+    ''')
+    shown = render_text(result, kata)
+    assert not result.passed, shown
+    assert "INTERNALERROR" in shown and "the reporter broke" in shown, shown
+
+
+def test_the_flock_fixture_really_blocks(tmp_path):
+    """the file-lock case above is real: a second open() waits while another process holds it"""
+    path = tmp_path / "store.lock"
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+                               "print(1, flush=True); time.sleep(30)", str(path)], stdout=subprocess.PIPE)
+    try:
+        holder.stdout.readline()
+        with open(path, "a+") as f, pytest.raises(BlockingIOError):
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        holder.kill()
+        holder.wait()
