@@ -9,8 +9,10 @@ in flight.
 `asyncio.run(...)`: one invocation. A warm container calls it again and
 again in the same process, so module globals outlive every event loop.
 
-Your task: every invocation, cold or warm, must run every step, and a layer
-must never deadlock, while the limiter still caps concurrent calls per tool.
+Your task: every invocation, cold or warm, must run every step exactly once,
+and a layer must never deadlock, while the limiter still caps concurrent calls
+per tool. Keep the names `handler` and `run_workflow(layers, tool)`: the tests
+call both, `run_workflow` also on event loops that `handler` did not start.
 Run `loopkata check bound-semaphore` to grade your fix.
 """
 import asyncio

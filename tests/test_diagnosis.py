@@ -73,6 +73,28 @@ def test_a_thread_taking_its_own_lock_again_is_found_at_once(tmp_path):
     assert "already took at" in shown and "impl.py:10" in shown, shown
 
 
+def test_a_threading_lock_held_by_a_task_across_an_await_is_found_at_once(tmp_path):
+    kata, result, took = graded(tmp_path, '''
+        import asyncio, threading
+        session_lock = threading.Lock()
+
+        async def classify(item):
+            with session_lock:               # a threading lock held across an await
+                await asyncio.sleep(0.02)
+                return item
+
+        def scenario():
+            async def main():
+                return await asyncio.gather(classify("a"), classify("b"))
+            asyncio.run(main())
+            return "done"
+    ''', hang_after=5.0, budget=15)
+    shown = render_text(result, kata)
+    assert result.verdict == runner.HANG, shown
+    assert took < 2.5, f"expected the loop blocked by its own task's lock found well before hang_after (5 s), took {took:.1f} s"
+    assert "the event loop thread is blocked at" in shown and "a task of this same loop holds" in shown, shown
+
+
 def test_a_slow_but_finishing_scenario_is_not_a_hang(tmp_path):
     kata, result, _ = graded(tmp_path, '''
         import asyncio

@@ -1,4 +1,4 @@
-"""The `loopkata` command: list, check, hint, reset, solution, watch, progress."""
+"""The `loopkata` command: list, check, hint, reset, restore, solution, watch, progress."""
 from __future__ import annotations
 
 import argparse
@@ -82,6 +82,9 @@ def cmd_check(args) -> int:
 
 def cmd_hint(args) -> int:
     kata = _kata(args.kata)
+    if progress.status(kata) == progress.SOLVED:
+        print(hints.solved_message(kata))
+        return 0
     try:
         choice, problem = hints.next_hint(kata), None
     except progress.NotSaved as exc:
@@ -106,6 +109,44 @@ def cmd_reset(args) -> int:
         print(f"There was nothing to back up: {display_path(kata.kata_path)} did not exist.")
     else:
         print(f"Your previous version is backed up in {display_path(saved)}")
+        print(f"To undo: loopkata restore {kata.id}")
+    if problem:
+        _not_saved(problem)
+    return 0
+
+
+def cmd_restore(args) -> int:
+    """Bring back a backup made by reset (the latest by default)."""
+    kata = _kata(args.kata)
+    found = progress.backups(kata)
+    if args.list:
+        if not found:
+            print(f"No backups of {kata.id} yet (reset and restore make them).")
+        for b in found:
+            print(f"{b.name}   {display_path(b)}")
+        return 0
+    if not found:
+        print(f"There is no backup of {kata.id} to restore: `loopkata reset {kata.id}` makes one before it "
+              "restores the starter.", file=sys.stderr)
+        return 1
+    chosen = found[-1]
+    if args.backup:
+        named = [b for b in found if b.name == args.backup or b == Path(args.backup).resolve()]
+        if not named:
+            print(f"There is no backup '{args.backup}' of {kata.id}. `loopkata restore {kata.id} --list` "
+                  "shows the ones there are.", file=sys.stderr)
+            return 1
+        chosen = named[0]
+    try:
+        saved, problem = progress.restore(kata, chosen), None
+    except progress.BackupFailed as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except progress.NotSaved as exc:
+        saved, problem = exc.result, exc
+    print(f"Restored {display_path(kata.kata_path)} from the backup {chosen.name}.")
+    if saved is not None:
+        print(f"The version it replaced is backed up in {display_path(saved)} (loopkata restore {kata.id} {saved.name}).")
     if problem:
         _not_saved(problem)
     return 0
@@ -132,6 +173,18 @@ def _snapshot(kata: catalogue.Kata) -> dict:
     return {f: f.stat().st_mtime_ns for f in files if f.exists()}
 
 
+def _move_on(solved: catalogue.Kata) -> catalogue.Kata:
+    """Like rustlings: once the kata in hand passes, say so and name the next one to edit."""
+    following = _current_kata()
+    if progress.status(following) == progress.SOLVED:
+        print("\nEvery kata is solved. Ctrl-C to stop watching.")
+        return solved
+    print(f"\n{solved.id} is solved. Next: {following.label}, {following.title}.")
+    print(f"Edit {display_path(following.kata_path)} (notebook: {display_path(following.notebook_path)}); "
+          "it is checked on every save.")
+    return following
+
+
 def cmd_watch(args) -> int:
     """Re-check whenever a kata file is saved, like rustlings watch. Ctrl-C to stop."""
     katas = [_kata(args.kata)] if args.kata else list(catalogue.load())
@@ -141,8 +194,10 @@ def cmd_watch(args) -> int:
     checking = None
     try:
         checking = current
-        _check_once(current, None, False)
+        result = _check_once(current, None, False)
         checking = None
+        if result.passed and not args.kata:
+            current = _move_on(current)
         while True:
             time.sleep(args.interval)
             for k in katas:
@@ -151,8 +206,10 @@ def cmd_watch(args) -> int:
                     seen[k.id] = now
                     print(f"\n--- {time.strftime('%H:%M:%S')} {display_path(k.kata_path)} changed ---")
                     checking = k
-                    _check_once(k, None, False)
+                    result = _check_once(k, None, False)
                     checking = None
+                    if result.passed and not args.kata:
+                        current = _move_on(k)
             if args.once:
                 return 0
     except KeyboardInterrupt:
@@ -191,6 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reset", help="restore the starter (your version is backed up first)")
     s.add_argument("kata")
     s.set_defaults(func=cmd_reset)
+    s = sub.add_parser("restore", help="bring back a backup that reset made (the latest by default)")
+    s.add_argument("kata")
+    s.add_argument("backup", nargs="?", help="a backup's name, as --list shows it")
+    s.add_argument("--list", action="store_true", help="list the kata's backups, oldest first")
+    s.set_defaults(func=cmd_restore)
     s = sub.add_parser("solution", help="show the reference fix once solved")
     s.add_argument("kata")
     s.add_argument("--force", action="store_true", help="show it even if not solved")

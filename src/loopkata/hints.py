@@ -9,7 +9,9 @@ def next_hint(kata: Kata) -> tuple[int, Hint] | None:
     """Pick and remember the next hint; None when every hint has been shown.
 
     Hints keyed to the last failure come first, in catalogue order; then the
-    general ones. A learner who has not run a check yet gets the general ones.
+    other keyed hints, in order; the general ones (no `when`: "compare with the
+    reference") always come last. With no failure recorded (a new or reset
+    kata) the hints go in catalogue order, general ones still last.
     Picking and remembering happen under one lock, so two commands at once never
     show the same hint twice. Raises progress.NotSaved (its result: the hint)
     when the choice cannot be remembered.
@@ -18,14 +20,26 @@ def next_hint(kata: Kata) -> tuple[int, Hint] | None:
         seen = set(saved.get("hints_seen", []))
         failure = saved.get("last_failure", "")
         unseen = [(i, h) for i, h in enumerate(kata.hints) if i not in seen]
-        keyed = [(i, h) for i, h in unseen if h.when and failure and h.matches(failure)]
+        matching = [(i, h) for i, h in unseen if h.when and failure and h.matches(failure)]
+        keyed = [(i, h) for i, h in unseen if h.when and (i, h) not in matching]
         general = [(i, h) for i, h in unseen if not h.when]
-        choice = (keyed or general or unseen or [None])[0]
+        choice = (matching + keyed + general or [None])[0]
         if choice is not None:
             saved["hints_seen"] = sorted(seen | {choice[0]})
         return choice
 
     return progress.change(kata, pick)
+
+
+def solved_message(kata: Kata) -> str:
+    """What `hint` says for a solved kata: no hint spent, and where to go next."""
+    from .catalogue import load  # the whole list, to name the next kata
+
+    later = [k for k in load(kata.root) if progress.status(k) != progress.SOLVED]
+    following = next((k for k in later if k.number > kata.number), later[0] if later else None)
+    nxt = (f" Next: {following.label}, {following.title} (loopkata check {following.id}, or notebooks/{following.notebook})."
+           if following else " Every kata is solved.")
+    return f"{kata.id} is solved, so there is no hint to give. Compare with the reference fix: loopkata solution {kata.id}.{nxt}"
 
 
 def describe(kata: Kata, choice: tuple[int, Hint] | None) -> str:

@@ -11,7 +11,7 @@ import html
 import ipywidgets as widgets
 
 from . import catalogue, hints, progress, runner
-from .report import MARK, headline, render_text
+from .report import MARK, headline, render_text, stack_repeats
 
 _COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "hang": "#9a6700", "error": "#cf222e"}
 
@@ -33,7 +33,7 @@ class _TextWidget(widgets.VBox):
 _PRE = "margin:2px 0 6px 22px;white-space:pre-wrap;font-size:90%"
 
 
-def _row(test, show_stacks: bool) -> widgets.HTML:
+def _row(test, show_stacks: bool, repeats: int = 0) -> widgets.HTML:
     """One test: its mark and title, what went wrong, and (folded unless asked) where it is stuck."""
     colour = _COLOURS.get(test.outcome, "#57606a")
     title = html.escape(test.title) + (" <b>(hang)</b>" if test.outcome == "hang" else "")
@@ -41,9 +41,12 @@ def _row(test, show_stacks: bool) -> widgets.HTML:
     if test.outcome != "passed" and (test.outcome != "not run" or test.message):
         detail = "\n".join(x for x in (test.message, f"at {test.where}" if test.where else "") if x)
         body = f"<pre style='{_PRE}'>{html.escape(detail)}</pre>"
-        if test.stacks:
+        if test.stacks and repeats < 0:
+            body += f"<pre style='{_PRE}'>(stuck at the same lines as above)</pre>"
+        elif test.stacks:
+            more = f" (the same in {repeats} more test{'s' if repeats > 1 else ''})" if repeats else ""
             body += (
-                f"<details{' open' if show_stacks else ''} style='margin-left:22px'><summary>where it is stuck</summary>"
+                f"<details{' open' if show_stacks else ''} style='margin-left:22px'><summary>where it is stuck{more}</summary>"
                 f"<pre style='{_PRE}'>{html.escape(test.stacks)}</pre></details>"
             )
     return widgets.HTML(
@@ -64,7 +67,8 @@ class CheckPanel(_TextWidget):
         )
         # The first stuck test shows its stacks; the others usually repeat them, folded.
         first_stuck = next((t for t in result.tests if t.stacks), None)
-        rows = [_row(t, t is first_stuck) for t in result.tests]
+        repeats = stack_repeats(result.tests)
+        rows = [_row(t, t is first_stuck, repeats.get(i, 0)) for i, t in enumerate(result.tests)]
         if result.problem:
             rows.append(widgets.HTML(f"<p class='loopkata-problem'>{html.escape(result.problem)}</p>"))
         self.hint_area = widgets.HTML()
@@ -83,12 +87,15 @@ class CheckPanel(_TextWidget):
             layout=widgets.Layout(border=f"2px solid {colour}", padding="6px"),
         )
         self.add_class("loopkata-panel")
-        self._text = render_text(result, kata, stacks=False)
+        self._text = render_text(result, kata)
         if result.passed:
             self._text += f"\n  The reference fix is in solutions/{kata.path}: compare it with yours."
 
     def _show_hint(self, _button=None) -> None:
-        text = hints.describe(self.kata, hints.next_hint(self.kata))
+        if self.result.passed or progress.status(self.kata) == progress.SOLVED:
+            text = hints.solved_message(self.kata)
+        else:
+            text = hints.describe(self.kata, hints.next_hint(self.kata))
         self.hint_area.value = f"<p class='loopkata-hint'>💡 {html.escape(text)}</p>"
 
     def _show_solution(self, _button=None) -> None:

@@ -306,3 +306,34 @@ def reset(kata: Kata) -> Path | None:
     except NotSaved as exc:
         raise NotSaved(exc.error, saved) from exc.error
     return saved
+
+
+def backups(kata: Kata) -> list[Path]:
+    """The kata's backups, oldest first (their names are timestamps)."""
+    folder = state_dir() / "backups" / kata.id
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def restore(kata: Kata, source: Path) -> Path | None:
+    """Put a backup back in katas/, after backing up what is there now (a restore can be undone too).
+
+    Returns the backup of the version that was replaced (None: nothing was there).
+    """
+    saved = backup(kata)
+    base = kata.root / "katas"
+    files = [p for p in source.rglob("*") if p.is_file()]
+    if (base / kata.path).is_dir():
+        for rel in starters.kata_files(kata, base):
+            if not (source / rel).is_file():
+                (base / rel).unlink()  # already in the new backup
+    for f in files:
+        rel = f.relative_to(source)
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, base / rel)
+    try:
+        update(kata, status=ATTEMPTED, last_verdict="", last_failure="")
+    except NotSaved as exc:
+        raise NotSaved(exc.error, saved) from exc.error
+    return saved

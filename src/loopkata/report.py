@@ -32,8 +32,27 @@ def headline(result: CheckResult, kata: Kata) -> str:
     return f"{kata.label}: not solved yet, {passed} of {total} tests pass ({detail})"
 
 
-def test_lines(test, stacks: bool = True) -> list[str]:
-    """The lines for one test: its mark and title, then what went wrong."""
+def stack_repeats(tests) -> dict[int, int]:
+    """For the first test showing each distinct stack: how many later tests repeat it.
+    Later tests with the same stacks map to -1 (shown once, not again)."""
+    first: dict[str, int] = {}
+    counts: dict[int, int] = {}
+    for i, t in enumerate(tests):
+        if not t.stacks:
+            continue
+        if t.stacks in first:
+            counts[first[t.stacks]] += 1
+            counts[i] = -1
+        else:
+            first[t.stacks], counts[i] = i, 0
+    return counts
+
+
+def test_lines(test, stacks: bool = True, repeats: int = 0) -> list[str]:
+    """The lines for one test: its mark and title, then what went wrong.
+
+    `repeats`: how many later tests are stuck at the same lines (-1: this one
+    repeats an earlier test's stacks, which are not shown again)."""
     suffix = " (hang)" if test.outcome == HANG else ""
     lines = [f"  {MARK.get(test.outcome, '?')} {test.title}{suffix}"]
     if test.outcome == PASSED or (test.outcome == NOT_RUN and not test.message):
@@ -41,8 +60,12 @@ def test_lines(test, stacks: bool = True) -> list[str]:
     lines += [f"      {line}" for line in test.message.splitlines()]
     if test.where:
         lines.append(f"      at {test.where}")
-    if stacks and test.stacks:
+    if stacks and test.stacks and repeats >= 0:
         lines += [f"      {line}" for line in test.stacks.splitlines()]
+        if repeats:
+            lines.append(f"      (stuck at the same lines in {repeats} more test{'s' if repeats > 1 else ''})")
+    elif stacks and test.stacks:
+        lines.append("      (stuck at the same lines as above)")
     return lines
 
 
@@ -51,8 +74,9 @@ def render_text(result: CheckResult, kata: Kata, stacks: bool = True) -> str:
     if result.verdict == ERROR:
         lines += ["", result.problem]
         return "\n".join(lines)
-    for test in result.tests:
-        lines += test_lines(test, stacks)
+    repeats = stack_repeats(result.tests)
+    for i, test in enumerate(result.tests):
+        lines += test_lines(test, stacks, repeats.get(i, 0))
     if result.notice:
         lines += ["", result.notice]
     return "\n".join(lines)

@@ -25,10 +25,10 @@ class Hang(Exception):
     """The scenario did not finish in time; `stacks` says where it is stuck."""
 
     def __init__(self, what: str, seconds: float, stacks: str, certain: bool = False):
-        if certain:  # seen to be stuck for good before the time ran out
-            super().__init__(f"{what} did not finish: it is stuck, and nothing left in the process could ever wake it.")
-        else:
-            super().__init__(f"{what} did not finish within {seconds:g} s: it is stuck.")
+        # One wording whether it was seen stuck for good at once or ran out of time, so a
+        # report reads the same from run to run; the stacks say why it is stuck.
+        super().__init__(f"{what} did not finish: it is stuck.")
+        self.certain, self.seconds = certain, seconds
         self.stacks = stacks
 
 
@@ -155,26 +155,75 @@ def _can_never_wake(loop, frame) -> bool:
     return watched <= own and not _executor_busy(loop)
 
 
+def _waiting_frame(frame):
+    """The outermost frame of a blocking acquire: past threading's own frames (Semaphore.acquire
+    is Python code that waits inside a Condition) to the line that asked for the lock."""
+    while frame is not None and frame.f_code.co_filename == threading.__file__:
+        frame = frame.f_back
+    return frame
+
+
 def _held_by_own_stack(frame) -> str:
-    """If the thread waits for a threading.Lock that an outer frame of the same thread
+    """If the thread waits for a threading lock that an outer frame of the same thread
     holds, the line that took it: a non-reentrant lock taken twice can never be freed."""
-    waiting = _lock_on_line(frame)
+    frame = _waiting_frame(frame)
+    waiting = _lock_on_line(frame) if frame is not None else None
     if waiting is None:
         return ""
     current = frame
     while current is not None:
-        # the frame's own line (for callers) and every `with` that encloses it
-        filename, line = current.f_code.co_filename, current.f_lineno
         if current is not frame and _lock_on_line(current) is waiting:
-            return f"{display_path(filename)}:{line}"
-        indent = _indent(linecache.getline(filename, line))
-        for above in range(line - 1, current.f_code.co_firstlineno - 1, -1):
-            text = linecache.getline(filename, above)
-            if text.strip() and _indent(text) < indent:
-                indent = _indent(text)
-                if _lock_on_line(current, above) is waiting:
-                    return f"{display_path(filename)}:{above}"
+            return f"{display_path(current.f_code.co_filename)}:{current.f_lineno}"
+        held = _enclosing_with(current, waiting)
+        if held:
+            return held
         current = current.f_back
+    return ""
+
+
+def _held_by_suspended_task(loop, frame) -> str:
+    """If the loop thread waits for a threading lock that a task of the same loop holds
+    across an await, the line where the task took it: that task can only give it back
+    when the loop runs again, and the loop is the thread that waits."""
+    frame = _waiting_frame(frame)
+    waiting = _lock_on_line(frame) if frame is not None else None
+    if waiting is None:
+        return ""
+    for task in list(asyncio.all_tasks(loop)):
+        coro = task.get_coro()
+        while coro is not None:
+            suspended = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            if suspended is None:
+                break
+            held = _enclosing_with(suspended, waiting)
+            if held and not _held_elsewhere(waiting, loop):
+                return held
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return ""
+
+
+def _held_elsewhere(lock, loop) -> bool:
+    """Does a thread other than the loop's own run inside a `with` on this lock? (It could release it.)"""
+    for ident, frame in sys._current_frames().items():
+        if ident == getattr(loop, "_thread_id", None):
+            continue
+        while frame is not None:
+            if _enclosing_with(frame, lock):
+                return True
+            frame = frame.f_back
+    return False
+
+
+def _enclosing_with(frame, lock) -> str:
+    """The line of a `with LOCK:` that encloses the frame's current line, as "file:line", or ''."""
+    filename, line = frame.f_code.co_filename, frame.f_lineno
+    indent = _indent(linecache.getline(filename, line))
+    for above in range(line - 1, frame.f_code.co_firstlineno - 1, -1):
+        text = linecache.getline(filename, above)
+        if text.strip() and _indent(text) < indent:
+            indent = _indent(text)
+            if _lock_on_line(frame, above) is lock:
+                return f"{display_path(filename)}:{above}"
     return ""
 
 
@@ -182,17 +231,24 @@ def _indent(text: str) -> int:
     return len(text) - len(text.lstrip())
 
 
-_LOCK_TYPES = (type(threading.Lock()),)
+_LOCK_TYPES = (type(threading.Lock()), threading.Semaphore)
+
+
+def _unavailable(obj) -> bool:
+    if isinstance(obj, threading.Semaphore):
+        return getattr(obj, "_value", 1) == 0
+    return obj.locked()
 
 
 def _lock_on_line(frame, lineno: int | None = None):
-    """The threading.Lock named by `with X:` or `X.acquire(` on a line of the frame, if held."""
+    """The threading Lock or Semaphore named by `with X:` or `X.acquire(` on a line of the frame,
+    if it cannot be taken now."""
     line = linecache.getline(frame.f_code.co_filename, lineno or frame.f_lineno).strip()
     for prefix, suffix in (("with ", ":"), ("", ".acquire(")):
         if line.startswith(prefix) and suffix in line:
             expr = line[len(prefix):line.index(suffix)].split(" as ")[0].strip()
             obj = _resolve(frame, expr)
-            if isinstance(obj, _LOCK_TYPES) and obj.locked():
+            if isinstance(obj, _LOCK_TYPES) and _unavailable(obj):
                 return obj
     return None
 
@@ -223,7 +279,10 @@ class _Watch:
         stuck = False
         if frame is not None:
             loop = _loop_of(frame)
-            stuck = (loop is not None and _can_never_wake(loop, frame)) or bool(_held_by_own_stack(frame))
+            stuck = bool(
+                (loop is not None and (_can_never_wake(loop, frame) or _held_by_suspended_task(loop, frame)))
+                or _held_by_own_stack(frame)
+            )
         # the same state twice in a row, a poll apart: not a moment caught mid-step
         self.seen = self.seen + 1 if stuck else 0
         return self.seen >= 2
@@ -240,8 +299,15 @@ def _blocked_loop_lines(frame, busy: bool | None) -> list[str]:
                 "(a loop that never awaits anything unfinished, or CPU-bound work inside async code)")
     else:
         held = _held_by_own_stack(frame)
-        why = (f"it waits for a threading lock that this same thread took at {held}" if held
-               else "a blocking call inside async code")
+        loop = _loop_of(frame)
+        by_task = _held_by_suspended_task(loop, frame) if loop is not None and not held else ""
+        if held:
+            why = f"it waits for a threading lock that this same thread took at {held}"
+        elif by_task:
+            why = (f"it waits for a threading lock that a task of this same loop holds across an await, "
+                   f"taken at {by_task}: that task can only release it when the loop runs again")
+        else:
+            why = "a blocking call inside async code"
         head = f"the event loop thread is blocked at {where} ({why})"
     return [head] + [f"    {f}" for f in describe_frames(mine)]
 

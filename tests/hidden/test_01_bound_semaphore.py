@@ -4,49 +4,103 @@ Every test gets a fresh copy of the implementation (`kata`), then plays warm
 invocations: each `kata.handler(...)` call is one `asyncio.run`, in one
 process, as in a warm Lambda container. Each invocation runs under a hang
 guard, so a deadlock is reported in about a second with the stuck lines.
+
+Every step counts its own executions: a step must run exactly once per
+invocation, so a fix that retries after "bound to a different event loop"
+(and runs the steps that already ran a second time) is caught.
+
+Two tests also run `kata.run_workflow(...)` on event loops that `handler` did
+not start: several loops one after another on one thread, as a test runner
+makes them, and the loop of a worker thread. The limiter must serve whatever
+loop is running, not only a loop that `handler` has prepared the module for.
 """
 import asyncio
 import weakref
+from collections import Counter
 
 from loopkata.testing import loops_alive, run_bounded
 
 LIMIT = 3
+RECEIPT = ["ocr", "vision"]  # the incident's layer: fewer steps than slots
+PAGES = ["page1", "page2", "page3", "page4", "page5"]  # more steps than slots: two have to wait
+STEP_SECONDS = 0.002  # a tool call: long enough for the steps of a layer to overlap
 
 
 class Tool:
-    """Real steps: each awaits, and the tool counts how many run at once."""
+    """Real steps: each awaits; the tool counts how many run at once and how often each one ran."""
 
     def __init__(self):
         self.running = 0
         self.most_at_once = 0
         self.loops = []
+        self.runs = Counter()  # step name -> executions in the current invocation
 
     def step(self, name):
         async def call():
+            self.runs[name] += 1
             self.running += 1
             self.most_at_once = max(self.most_at_once, self.running)
             self.loops.append(weakref.ref(asyncio.get_running_loop()))
             try:
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(STEP_SECONDS)
             finally:
                 self.running -= 1
             return f"{name}: done"
 
         return call
 
+    def workflow(self, layers):
+        """A new invocation's steps, layer by layer; the execution counts start again at zero."""
+        self.runs.clear()
+        return [[self.step(n) for n in layer] for layer in layers]
 
-def invoke(kata, tool, names, invocation=1):
-    """One warm invocation of a single layer; raises the first failed step's own error."""
-    steps = [tool.step(n) for n in names]
-    out = run_bounded(kata.handler, {"tool": "vision", "layers": [steps]}, what=f"invocation {invocation}")
+
+def check_outcome(tool, results, layers, what) -> None:
+    """Every step ran exactly once and returned its output, in order."""
+    names = [n for layer in layers for n in layer]
+    wrong = [f"{n} ran {tool.runs[n]} time{'' if tool.runs[n] == 1 else 's'}" for n in names if tool.runs[n] != 1]
+    assert not wrong, (
+        f"{what}: expected each step to run exactly once, but {', '.join(wrong)}: "
+        "a step that runs twice calls its tool twice, and pays for it twice"
+    )
+    expected = [f"{n}: done" for n in names]
+    assert results == expected, f"{what}: expected every step's output {expected}, got {results}"
+
+
+def invoke_workflow(kata, tool, layers, invocation=1):
+    """One warm invocation through handler; raises the first failed step's own error."""
+    event = {"tool": "vision", "layers": tool.workflow(layers)}
+    out = run_bounded(kata.handler, event, what=f"invocation {invocation}")
     results = list(out["results"])
     for r in results:
         if isinstance(r, BaseException):
             raise r
-    expected = [f"{n}: done" for n in names]
-    assert results == expected, (
-        f"invocation {invocation}: expected every step's output {expected}, got {results}"
+    check_outcome(tool, results, layers, f"invocation {invocation}")
+
+
+def invoke(kata, tool, names, invocation=1):
+    """One warm invocation of a single layer; raises the first failed step's own error."""
+    invoke_workflow(kata, tool, [names], invocation)
+
+
+def run_workflow_here(kata, tool, layers, what) -> None:
+    """asyncio.run(kata.run_workflow(...)) on the calling thread: a loop that handler did not start."""
+    run_workflow = getattr(kata, "run_workflow", None)
+    assert callable(run_workflow), (
+        "expected the kata to keep its coroutine function run_workflow(layers, tool): "
+        "this test runs it on event loops that handler did not start"
     )
+    try:
+        results = list(asyncio.run(run_workflow(tool.workflow(layers), "vision")))
+        failed = next((r for r in results if isinstance(r, BaseException)), None)
+        if failed is not None:
+            raise failed
+    except Exception as exc:
+        raise AssertionError(
+            f"{what}, on an event loop that handler did not start: expected every step's output, "
+            f"but a step failed with {type(exc).__name__}: {exc}"
+        ) from exc
+    check_outcome(tool, results, layers, what)
 
 
 def test_cold_invocation_runs_every_step(kata):
@@ -106,3 +160,34 @@ def test_limiter_keeps_no_finished_loop_alive(kata):
         invoke(kata, tool, ["s1", "s2", "s3", "s4", "s5"], invocation=i)
     alive = loops_alive(tool.loops)
     assert alive <= 1, f"expected at most 1 loop alive after 10 invocations and gc.collect(), found {alive}"
+
+
+def test_each_step_runs_exactly_once_per_invocation(kata):
+    """each step runs exactly once per invocation, also when warm steps wait for a slot"""
+    tool = Tool()
+    invoke_workflow(kata, tool, [RECEIPT], invocation=1)
+    for i in (2, 3):
+        invoke_workflow(kata, tool, [RECEIPT, PAGES, ["merge"]], invocation=i)
+
+
+def test_workflow_runs_on_new_loops_that_handler_did_not_start(kata):
+    """the workflow runs on new event loops one after another, also when handler did not start them"""
+    # A test runner makes a new loop per test, on one thread; nothing calls handler.
+    tool = Tool()
+    plan = [[RECEIPT], [RECEIPT, PAGES], [RECEIPT, PAGES]]
+
+    def loops_in_a_row():
+        for n, layers in enumerate(plan, 1):
+            run_workflow_here(kata, tool, layers, f"asyncio.run(run_workflow(...)) {n} of {len(plan)}")
+
+    run_bounded(loops_in_a_row, what=f"{len(plan)} event loops in a row on one thread")
+
+
+def test_a_worker_threads_loop_runs_the_workflow_between_invocations(kata):
+    """a worker thread's own event loop runs the workflow too, between warm invocations"""
+    tool = Tool()
+    invoke_workflow(kata, tool, [RECEIPT], invocation=1)
+    for n in (1, 2):
+        what = f"worker thread {n}'s asyncio.run(run_workflow(...))"
+        run_bounded(run_workflow_here, kata, tool, [RECEIPT, PAGES], what, what=what)
+        invoke_workflow(kata, tool, [RECEIPT, PAGES], invocation=n + 1)

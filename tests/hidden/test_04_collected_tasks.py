@@ -14,14 +14,20 @@ deterministic. Reads queue behind the writes in flight, as on a busy store: a
 GET is answered once every other open connection has sent its command (or
 closed), so a write that is alive after the collection lands before the quote
 comes back, whether or not the handler waits for it.
+
+A store can also be slow to write: `PriceStore(slow={"price:sku": 3.0})` answers
+SET price:sku after 3 s, and writes the value only then, if the client is
+still connected: a write its client gave up on (closed the connection) never
+lands.
 """
 import asyncio
 import gc
 import logging
 import threading
+import time
 import weakref
 
-from loopkata.testing import run_bounded
+from loopkata.testing import hang_after, run_bounded
 
 
 class PriceStore:
@@ -31,10 +37,12 @@ class PriceStore:
     SETTLE = 0.05  # after the N-th waiting connection, let the client's loop go idle
     READ_QUEUE_LIMIT = 1.0  # a GET waits at most this long for the writes in flight
 
-    def __init__(self, gc_during_auth: int = 0, fail: dict | None = None, token: str = "dev", get_delay: float = 0.0):
+    def __init__(self, gc_during_auth: int = 0, fail: dict | None = None, token: str = "dev", get_delay: float = 0.0,
+                 slow: dict | None = None):
         self.data: dict[str, str] = {}
         self.get_delay = get_delay  # seconds the store takes to answer a GET (a slow read)
         self.fail = dict(fail or {})  # key -> error line answered to SET key
+        self.slow = dict(slow or {})  # key -> seconds the store takes to answer SET key (a slow write)
         self.token = token
         self.gc_during_auth = gc_during_auth
         self.collections = 0
@@ -128,6 +136,11 @@ class PriceStore:
                     reply = "-NOAUTH Authentication required."
                 elif verb == "SET":
                     key, _, value = rest.partition(" ")
+                    if key in self.slow:
+                        await asyncio.sleep(self.slow[key])
+                        if reader.at_eof():  # the client hung up meanwhile: nothing is written
+                            self.events.append((number, "abandoned", now()))
+                            break
                     if key in self.fail:
                         reply = self.fail[key]
                     else:
@@ -174,9 +187,15 @@ def prices(n: int, prefix: str = "sku") -> dict[str, str]:
     return {f"{prefix}-{i}": f"{10 + i}.99" for i in range(n)}
 
 
-def invoke(kata, store, event, invocation=1):
+def invoke(kata, store, event, invocation=1, seconds=None):
     kata.STORE_ADDRESS = store.address
-    return run_bounded(kata.handler, event, what=f"invocation {invocation}")
+    return run_bounded(kata.handler, event, what=f"invocation {invocation}", seconds=seconds)
+
+
+def logged(records) -> str:
+    """What the module's logger recorded, for an assertion message."""
+    seen = "; ".join(f"{r.levelname} {r.getMessage()!r}" for r in records)
+    return f"the module's logger recorded only {seen}" if seen else "the module's logger recorded nothing"
 
 
 def alive_tasks() -> list[asyncio.Task]:
@@ -266,3 +285,44 @@ def test_a_failed_write_is_logged_with_its_traceback(kata):
     assert out == {"sku": "sku-0", "price": batch["sku-0"]}, (
         f"expected the invocation to return its quote although one write failed, got {out!r}"
     )
+
+
+# sku -> seconds the store takes to answer its SET. A drain that gives up after a
+# second loses this write; every check whose drain is right waits this long.
+SLOW_WRITES = {"sku-slow": 1.5}
+
+
+def test_a_slow_write_still_lands(kata):
+    """a write the store takes 1.5 s to answer still lands, or its failure is logged with its traceback"""
+    batch = prices(5)
+    quick = list(batch)
+    batch.update({sku: "1.00" for sku in SLOW_WRITES})
+    slowest = max(SLOW_WRITES.values())
+    module_logger = logging.getLogger(kata.__name__)
+    with Records(module_logger) as module_log, PriceStore(slow={f"price:{s}": d for s, d in SLOW_WRITES.items()}) as store:
+        started = time.monotonic()
+        # A correct fix takes as long as the slowest write (or all of them, one after the other): not a hang.
+        out = invoke(kata, store, {"prices": batch, "quote": "sku-0"}, seconds=slowest + hang_after())
+        took = time.monotonic() - started
+        landed = store.landed(batch)
+        logged_by_return = list(module_log.records)
+    with_traceback = [
+        r for r in logged_by_return
+        if r.levelno >= logging.ERROR and r.exc_info and r.exc_info[1] is not None
+    ]
+    lost_quick = [s for s in quick if s not in landed]
+    lost_slow = [f"{SLOW_WRITES[s]:g} s" for s in SLOW_WRITES if s not in landed]
+    slow_ones = (
+        f"the write{'s' if len(lost_slow) > 1 else ''} the store answers after {' and '.join(lost_slow)}"
+        if lost_slow else ""
+    )
+    if lost_quick:
+        lost = f"{len(lost_quick)} of the {len(quick)} quick writes" + (f" and {slow_ones}" if slow_ones else "")
+        what = f"the invocation returned after {took:.1f} s without {lost}"
+    else:
+        what = f"every quick write landed, but the invocation returned after {took:.1f} s without {slow_ones}"
+    assert len(landed) == len(batch) or with_traceback, (
+        f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed: {what}, "
+        f"and no failure was logged at ERROR with its traceback ({logged(logged_by_return)})"
+    )
+    assert out == {"sku": "sku-0", "price": batch["sku-0"]}, f"expected the quote of sku-0, got {out!r}"

@@ -1,0 +1,91 @@
+"""The tools follow the learner: hints in order, reset undone by restore, repeated stacks
+shown once, a solved kata pointing at the next, watch moving on.
+
+Every test works on a temporary copy of the project and its own state folder.
+"""
+import dataclasses
+
+from loopkata import catalogue, hints, progress, runner
+from loopkata.report import render_text
+from test_state import loopkata, make_project
+
+
+def test_hints_after_reset_start_with_the_first_and_keep_the_general_one_last(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path / "state"))
+    kata = dataclasses.replace(catalogue.find("lock-reentry"), hints=(
+        catalogue.Hint(text="one", when="hang"),
+        catalogue.Hint(text="two", when="hang"),
+        catalogue.Hint(text="three", when="event loop"),
+        catalogue.Hint(text="look at the reference"),
+        catalogue.Hint(text="four", when="updates were lost"),
+    ))
+    shown = []
+    for _ in range(5):
+        _, hint = hints.next_hint(kata)  # nothing checked yet: catalogue order, general last
+        shown.append(hint.text)
+    assert shown == ["one", "two", "three", "four", "look at the reference"], shown
+    assert hints.next_hint(kata) is None
+
+
+def test_hints_matching_the_failure_come_first_then_the_others_in_order(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path / "state"))
+    kata = dataclasses.replace(catalogue.find("lock-reentry"), hints=(
+        catalogue.Hint(text="about hangs", when="did not finish"),
+        catalogue.Hint(text="about the loop", when="event loop thread is blocked"),
+        catalogue.Hint(text="look at the reference"),
+        catalogue.Hint(text="about lost updates", when="updates were lost"),
+    ))
+    failed = runner.CheckResult(kata=kata.id, impl="x", verdict=runner.FAILED, tests=[runner.TestResult(
+        name="t", title="t", outcome=runner.FAILED, message="2 updates were lost")])
+    progress.record_check(kata, failed)
+    shown = [hints.next_hint(kata)[1].text for _ in range(4)]
+    assert shown == ["about lost updates", "about hangs", "about the loop", "look at the reference"], shown
+
+
+def test_restore_brings_back_what_reset_replaced(tmp_path):
+    root, env = make_project(tmp_path)
+    kata_file = root / "katas" / "01_bound_semaphore.py"
+    mine = kata_file.read_text() + "\n# my half-finished fix\n"
+    kata_file.write_text(mine)
+    reset = loopkata(env, "reset", "bound-semaphore")
+    assert reset.returncode == 0 and "loopkata restore bound-semaphore" in reset.stdout, reset.stdout + reset.stderr
+    assert kata_file.read_text() != mine
+    listed = loopkata(env, "restore", "bound-semaphore", "--list")
+    assert listed.returncode == 0 and len(listed.stdout.strip().splitlines()) == 1, listed.stdout
+    restored = loopkata(env, "restore", "bound-semaphore")
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert kata_file.read_text() == mine, "expected restore to bring back the version reset replaced"
+    assert "backed up in" in restored.stdout, f"expected restore to back up the starter it replaced:\n{restored.stdout}"
+
+
+def test_restore_with_no_backup_says_so(tmp_path):
+    root, env = make_project(tmp_path)
+    out = loopkata(env, "restore", "bound-semaphore")
+    assert out.returncode == 1 and "no backup" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_repeated_stacks_are_shown_once():
+    kata = catalogue.find("bound-semaphore")
+    stuck = "every task is waiting\n    katas/01_bound_semaphore.py:60 in execute_step: async with sem:"
+    tests = [runner.TestResult(name=f"t{i}", title=f"test {i}", outcome=runner.HANG, message="it is stuck.",
+                               stacks=stuck) for i in range(6)]
+    text = render_text(runner.CheckResult(kata=kata.id, impl="x", verdict=runner.HANG, tests=tests), kata)
+    assert text.count("async with sem:") == 1, text
+    assert "stuck at the same lines in 5 more tests" in text, text
+
+
+def test_hint_on_a_solved_kata_names_the_next_one(tmp_path):
+    root, env = make_project(tmp_path)
+    out = loopkata(env, "check", "bound-semaphore", "--impl", str(root / "solutions" / "01_bound_semaphore.py"))
+    (root / "katas" / "01_bound_semaphore.py").write_bytes((root / "solutions" / "01_bound_semaphore.py").read_bytes())
+    out = loopkata(env, "check", "bound-semaphore")
+    assert out.returncode == 0, out.stdout
+    hint = loopkata(env, "hint", "bound-semaphore")
+    assert "is solved" in hint.stdout and "02 loop-id-reuse" in hint.stdout, hint.stdout
+
+
+def test_watch_moves_on_to_the_next_unsolved_kata(tmp_path):
+    root, env = make_project(tmp_path)
+    (root / "katas" / "01_bound_semaphore.py").write_bytes((root / "solutions" / "01_bound_semaphore.py").read_bytes())
+    out = loopkata(env, "watch", "--once", "--interval", "0")
+    assert "bound-semaphore is solved. Next: 02 loop-id-reuse" in out.stdout, out.stdout
