@@ -357,7 +357,7 @@ def where_stuck(thread: threading.Thread, busy: bool | None = None) -> tuple[str
 POLL_SECONDS = 0.03
 
 
-def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = None, **kwargs):
+def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = None, stuck=None, **kwargs):
     """Call fn(*args, **kwargs) on a daemon thread; return its result or raise.
 
     Raises Hang if it is still running after `seconds` (default: the kata's
@@ -366,6 +366,10 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
     threading.Lock it holds itself). Pending asyncio tasks of a stuck loop are
     cancelled so the thread can end; a thread stuck on a threading lock cannot
     be freed and is left behind as a daemon.
+
+    `stuck`, if given, is asked at every poll: a test that knows more (which
+    thread holds which lock) returns a sentence saying why the scenario can
+    never finish, and the hang is reported at once with that sentence first.
     """
     seconds = hang_after() if seconds is None else seconds
     box: dict = {}
@@ -379,10 +383,11 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
     thread = threading.Thread(target=target, name=f"scenario:{what}", daemon=True)
     started = time.monotonic()
     thread.start()
-    watch, certain = _Watch(thread), False
+    watch, certain, known = _Watch(thread), False, ""
     while thread.is_alive() and time.monotonic() - started < seconds:
         thread.join(min(POLL_SECONDS, max(seconds - (time.monotonic() - started), 0)))
-        if thread.is_alive() and watch.certainly_stuck():
+        known = stuck() if stuck is not None and thread.is_alive() else ""
+        if thread.is_alive() and (known or watch.certainly_stuck()):
             certain = True
             break
     if thread.is_alive():
@@ -390,6 +395,8 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
         waited = time.monotonic() - started
         busy = None if cpu is None or watch.cpu is None else (cpu - watch.cpu) > 0.5 * waited
         stacks, loops = where_stuck(thread, busy)
+        if known:
+            stacks = f"{known}\n{stacks}"
         for loop in loops:
             try:
                 for task in asyncio.all_tasks(loop):

@@ -5,12 +5,20 @@ folder: a thread deadlocked on a threading.Lock cannot be freed, it stays
 behind as a daemon thread and keeps its flock, so nothing is shared between
 tests. Everything that can deadlock runs under a hang guard (threads are
 joined with a deadline, worker processes and HTTP requests have timeouts),
-and a hang is reported with the stuck lines of the learner's code.
+and a hang is reported with the stuck lines of the learner's code. The HTTP
+tests wrap the store's threading locks: a thread that asks for a Lock it
+already holds is reported at once, and so is a blocking call made on the
+server's event loop thread (seen through those wrappers, a spy on
+parse_rules, and Python's audit hooks for file locks, opens and os.replace).
 """
 import asyncio
 import concurrent.futures
+import fcntl
 import importlib
 import json
+import os
+import select
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -50,14 +58,23 @@ def stuck_lines(threads) -> str:
     return "\n".join(out)
 
 
+def threads_now() -> set:
+    """The threads alive now, to tell later which ones a test started."""
+    return set(threading.enumerate())
+
+
 def new_threads_stuck(before: set) -> str:
-    """The learner's lines in every thread started since `before`, as "a thread is stuck at" blocks."""
+    """The learner's lines in every thread started since `before` (a threads_now()), as "a thread is stuck at" blocks.
+
+    Threads are told apart as objects: the ident of a thread that has ended is soon given to a new one.
+    """
     out = []
-    for ident, frame in sys._current_frames().items():
-        if ident in before:
+    frames_now = sys._current_frames()
+    for thread in threading.enumerate():
+        if thread in before or thread.ident in before or thread.ident not in frames_now:
             continue
         frames = []
-        f = frame
+        f = frames_now[thread.ident]
         while f is not None:
             frames.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
             f = f.f_back
@@ -70,10 +87,31 @@ def new_threads_stuck(before: set) -> str:
 
 # --- the store -------------------------------------------------------------
 
+def _same_file(fd: int, key: tuple) -> bool:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False  # closed since: its lock went with it
+    return (st.st_dev, st.st_ino) == key
+
+
+def watched_store(kata, tmp_path):
+    """The kata's store with its threading locks and file locks watched: a thread that asks
+    for a lock it already holds is reported at once, not after hang_after."""
+    store, watch = part(kata, "store"), Watch(tmp_path)
+    watch_locks(watch, store)
+    return store, watch
+
+
+def bounded_store_call(watch, fn, *args, what):
+    with audited_by(watch):
+        return run_bounded(fn, *args, what=what, stuck=lambda: "\n".join(watch.deadlocks))
+
+
 def test_read_modify_write_completes(kata, tmp_path):
     """a guarded read-modify-write finishes and writes the JSON file"""
-    store, path = part(kata, "store"), tmp_path / "rules.json"
-    doc = run_bounded(store.update, path, bump, what="store.update() (one read-modify-write)")
+    (store, watch), path = watched_store(kata, tmp_path), tmp_path / "rules.json"
+    doc = bounded_store_call(watch, store.update, path, bump, what="store.update() (one read-modify-write)")
     assert path.exists(), f"expected {path.name} to be written by store.update(), but there is no such file"
     on_disk = json.loads(path.read_text())
     assert on_disk.get("count") == 1, f"expected the file to hold count 1 after one update, got {on_disk}"
@@ -93,8 +131,8 @@ def test_load_and_save_work_on_their_own(kata, tmp_path):
 
 def test_two_threads_lose_no_update(kata, tmp_path):
     """two threads updating at once lose no update"""
-    store, path = part(kata, "store"), tmp_path / "rules.json"
-    run_bounded(store.update, path, bump, what="the first store.update()")
+    (store, watch), path = watched_store(kata, tmp_path), tmp_path / "rules.json"
+    bounded_store_call(watch, store.update, path, bump, what="the first store.update()")
     barrier = threading.Barrier(2)
     errors = []
 
@@ -167,8 +205,8 @@ WORKER = textwrap.dedent(
 
 def test_two_processes_lose_no_update(kata, tmp_path):
     """two worker processes updating the same file lose no update"""
-    store, path = part(kata, "store"), tmp_path / "rules.json"
-    run_bounded(store.update, path, bump, what="the first store.update()")
+    (store, watch), path = watched_store(kata, tmp_path), tmp_path / "rules.json"
+    bounded_store_call(watch, store.update, path, bump, what="the first store.update()")
     impl = Path(kata.__file__).parent
     seconds = hang_after() + 0.1 * UPDATES
     workers = [
@@ -212,6 +250,11 @@ def test_two_processes_lose_no_update(kata, tmp_path):
 
 # --- the service -------------------------------------------------------------
 
+# The tests speak plain HTTP to 127.0.0.1: a TLS context that loads no CA
+# bundle makes each httpx client some 30 ms cheaper to build.
+NO_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
 class DaemonExecutor(concurrent.futures.ThreadPoolExecutor):
     """The loop's default executor (asyncio.to_thread), one daemon thread per call.
 
@@ -234,8 +277,13 @@ class DaemonExecutor(concurrent.futures.ThreadPoolExecutor):
 
 
 @contextmanager
-def serving(app):
-    """Serve `app` with uvicorn on 127.0.0.1 (an ephemeral port) in a daemon thread; stop it after."""
+def served(app):
+    """Serve `app` with uvicorn on 127.0.0.1 (an ephemeral port) in a daemon thread; tell it to stop after.
+
+    Yields (base URL, the thread that runs the server's event loop). The server
+    is not waited for: it takes uvicorn 0.1 to 0.2 s to stop, and one that is
+    deadlocked cannot stop at all; it is left to end (or not) as a daemon thread.
+    """
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", timeout_graceful_shutdown=0.2
     )
@@ -258,39 +306,265 @@ def serving(app):
         assert time.monotonic() < deadline, "expected the app to start serving within 15 s"
         time.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
-    wait = 2.0
     try:
-        yield f"http://127.0.0.1:{port}"
-    except BaseException:
-        wait = 0.2  # a deadlocked server cannot stop: it is left behind as a daemon thread
-        raise
+        yield f"http://127.0.0.1:{port}", thread
     finally:
         server.should_exit = True
-        thread.join(wait)
+
+
+@contextmanager
+def serving(app):
+    """Serve `app` with uvicorn on 127.0.0.1 (an ephemeral port) in a daemon thread; yields its base URL."""
+    with served(app) as (base, _):
+        yield base
+
+
+PROBE_SECONDS = 0.3  # /health answers in a few milliseconds when the loop is free
 
 
 def health_now(base: str) -> str:
     """One GET /health with a short timeout, described in words."""
     started = time.perf_counter()
     try:
-        r = httpx.get(f"{base}/health", timeout=0.5)
+        r = httpx.get(f"{base}/health", timeout=PROBE_SECONDS, verify=NO_TLS)
         return f"meanwhile GET /health answered {r.status_code} in {(time.perf_counter() - started) * 1000:.1f} ms"
     except httpx.TimeoutException:
-        return "meanwhile GET /health got no answer within 0.5 s either: the event loop itself is stuck"
+        return f"meanwhile GET /health got no answer within {PROBE_SECONDS:g} s either: the event loop itself is stuck"
+
+
+def frames_of(thread) -> list:
+    """The thread's stack right now, outermost first, as (file, line, function)."""
+    frame = sys._current_frames().get(thread.ident)
+    frames = []
+    while frame is not None:
+        frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+        frame = frame.f_back
+    return frames[::-1]
+
+
+def stack_here(skip: int = 1) -> list:
+    """The calling thread's stack, outermost first, as (file, line, function)."""
+    frame, frames = sys._getframe(skip + 1), []
+    while frame is not None:
+        frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+        frame = frame.f_back
+    return frames[::-1]
+
+
+def where_in(frames) -> str:
+    """The innermost line of the learner's code in `frames`, and the outermost one it was called from."""
+    lines = describe_frames(frames, fallback=False) or describe_frames(frames)
+    if not lines:
+        return "a line outside your code"
+    return lines[-1] if len(lines) == 1 else f"{lines[-1]}, called from {lines[0]}"
+
+
+# --- watching the learner's threading locks ------------------------------------
+#
+# The HTTP tests wrap the threading locks the store and the app keep at module
+# level (in this test's own copy). A wrapped lock locks exactly as before, and
+# also says (1) on which thread it is taken, for the test of what runs on the
+# event loop, and (2) when a thread asks for a threading.Lock it holds itself:
+# that wait can never end, so the test reports the hang at once instead of
+# waiting out its timeout.
+
+PLAIN_LOCK = type(threading.Lock())
+LOCK_TYPES = (PLAIN_LOCK, type(threading.RLock()))
+
+
+class BlockingCall:
+    def __init__(self, what: str, kind: str, why: str, frames: list, on_loop: bool):
+        self.what, self.kind, self.why, self.frames, self.on_loop = what, kind, why, frames, on_loop
+
+
+class Watch:
+    """What one test sees of the request: its blocking calls (where, on which thread) and self-deadlocks."""
+
+    def __init__(self, folder: Path):
+        self.folder = str(folder)
+        self.loop_ident = None  # set once the server runs
+        self.calls: list[BlockingCall] = []
+        self.on_loop = threading.Event()
+        self.deadlocks: list[str] = []  # one sentence per thread waiting for a lock it holds itself
+        self.deadlocked: set[int] = set()  # those threads' idents
+        self.flocks: dict[tuple, list] = {}  # (device, inode) -> [(thread ident, fd, where taken)]
+
+    def saw(self, what: str, kind: str, why: str) -> None:
+        on_loop = self.loop_ident is not None and threading.get_ident() == self.loop_ident
+        self.calls.append(BlockingCall(what, kind, why, stack_here(), on_loop))
+        if on_loop:
+            self.on_loop.set()
+
+    def audited(self, event: str, args: tuple) -> None:
+        kind, why = AUDITED[event]
+        if event in ("fcntl.flock", "fcntl.lockf"):
+            if event == "fcntl.flock":
+                self.flocked(*args[:2])
+            self.saw(f"{event}()", kind, why)
+            return
+        if not isinstance(args[0], (str, bytes, os.PathLike)) or not os.fsdecode(args[0]).startswith(self.folder):
+            return  # a file descriptor, or not one of the store's files
+        if event == "os.rename":  # (src, dst, src_dir_fd, dst_dir_fd)
+            self.saw(f"os.replace() onto {Path(os.fsdecode(args[1])).name}", kind, why)
+            return
+        name = Path(os.fsdecode(args[0])).name.replace(str(os.getpid()), "<pid>")
+        mode, flags = (args[1], args[2]) if len(args) >= 3 else (None, 0)  # (path, mode, flags)
+        if isinstance(mode, str):
+            writes = any(c in mode for c in "wax+")
+        else:
+            writes = bool(flags & (os.O_WRONLY | os.O_RDWR)) if isinstance(flags, int) else True
+        self.saw(f"{'opening' if name.endswith('.lock') else 'writing' if writes else 'reading'} {name}", kind, why)
+
+    def flocked(self, fd, operation) -> None:
+        """flock locks belong to an open file: a thread that asks again for a file it holds
+        through another open() waits for itself, forever."""
+        try:
+            fd = fd if isinstance(fd, int) else fd.fileno()
+            st = os.fstat(fd)
+        except (OSError, AttributeError, ValueError):
+            return
+        key, me = (st.st_dev, st.st_ino), threading.get_ident()
+        held = self.flocks.setdefault(key, [])
+        if operation & fcntl.LOCK_UN:
+            held[:] = [h for h in held if h[1] != fd]
+            return
+        for ident, other_fd, taken_at in held:
+            if ident == me and other_fd != fd and _same_file(other_fd, key) and not operation & fcntl.LOCK_NB:
+                self.deadlocked.add(me)
+                self.deadlocks.append(
+                    f"a thread asks for the file lock (at {where_in(stack_here(3)).split(', called from')[0]}) "
+                    "through a second open() of the lock file while it holds it "
+                    f"through another (it took it at {taken_at}). flock locks belong to an open file, not to a thread: "
+                    "the thread waits for itself, forever."
+                )
+                return
+        held.append((me, fd, where_in(stack_here(3)).split(", called from")[0]))
+
+    def first_on_loop(self) -> str:
+        """The assertion message for the first call that ran on the event loop thread, naming the others."""
+        on_loop = [c for c in self.calls if c.on_loop]
+        first = on_loop[0]
+        others = list(dict.fromkeys(c.what for c in on_loop[1:] if c.what != first.what))
+        also = f" Also on the event loop thread: {', '.join(others)}." if others else ""
+        return (
+            f"expected {first.what} to run off the event loop (on a worker thread: FastAPI's threadpool or "
+            f"asyncio.to_thread), but it ran on the event loop thread, at {where_in(first.frames)}. "
+            f"{first.why[0].upper()}{first.why[1:]}.{also}"
+        )
+
+
+class WatchedLock:
+    """One of the learner's threading locks, reporting to a Watch; it locks exactly as before."""
+
+    def __init__(self, lock, name: str, watch: Watch):
+        self._lock, self._name, self._watch = lock, name, watch
+        self._owner, self._taken_at = None, []  # a plain Lock's holder (it keeps none itself)
+
+    def acquire(self, blocking=True, timeout=-1):
+        self._asking(blocking, timeout)
+        got = self._lock.acquire(blocking, timeout)
+        if got:
+            self._took()
+        return got
+
+    def __enter__(self):
+        self._asking(True, -1)
+        got = self._lock.__enter__()
+        self._took()
+        return got
+
+    def __exit__(self, *exc):
+        self._owner = None
+        return self._lock.__exit__(*exc)
+
+    def release(self):
+        self._owner = None
+        self._lock.release()
+
+    def __getattr__(self, name):
+        return getattr(self._lock, name)
+
+    def _asking(self, blocking, timeout):
+        self._watch.saw(f"{self._name}.acquire() (a threading lock)", "threading lock",
+                        "while another thread holds that lock, /health cannot answer")
+        if (isinstance(self._lock, PLAIN_LOCK) and blocking and timeout is not None and timeout < 0
+                and self._owner == threading.get_ident()):
+            waits_at = where_in(stack_here(2)).split(", called from")[0]
+            took_at = where_in(self._taken_at).split(", called from")[0]
+            self._watch.deadlocked.add(threading.get_ident())
+            self._watch.deadlocks.append(
+                f"a thread waits for {self._name} (at {waits_at}), a threading.Lock it already holds (it took it "
+                f"at {took_at}). A Lock is not reentrant: the thread waits for itself, forever."
+            )
+
+    def _took(self):
+        if isinstance(self._lock, PLAIN_LOCK):
+            self._owner, self._taken_at = threading.get_ident(), stack_here(2)
+
+
+def watch_locks(watch: Watch, *modules) -> None:
+    """Wrap every threading lock the modules keep at their top level (this test's own copies)."""
+    for module in modules:
+        short = module.__name__.rsplit(".", 1)[-1]
+        for name, value in list(vars(module).items()):
+            if isinstance(value, LOCK_TYPES):
+                setattr(module, name, WatchedLock(value, f"{short}.{name}", watch))
+
+
+def start_upload(base: str, timeout: float) -> tuple[threading.Thread, dict]:
+    """POST /rules from a client thread; the dict gets "response", "timed out" or "error"."""
+    answer = {}
+
+    def upload():
+        try:
+            answer["response"] = httpx.post(
+                f"{base}/rules", files={"file": ("q3.csv", RULES, "text/csv")}, timeout=timeout, verify=NO_TLS
+            )
+        except httpx.TimeoutException:
+            answer["timed out"] = True
+        except httpx.HTTPError as exc:
+            answer["error"] = exc
+
+    client = threading.Thread(target=upload, name="client", daemon=True)
+    client.start()
+    return client, answer
+
+
+def wait_for(client: threading.Thread, watch: Watch, seconds: float, until=None) -> None:
+    """Wait for the client thread, at most `seconds`; stop early at a certain deadlock or when `until()` is true."""
+    deadline = time.monotonic() + seconds
+    while client.is_alive() and time.monotonic() < deadline and not watch.deadlocks and not (until and until()):
+        client.join(0.01)
+    if watch.deadlocks and client.is_alive():
+        client.join(0.02)  # the same state a moment later: not a request caught mid-step
+
+
+def upload_hang(what: str, base: str, watch: Watch, before: set, loop_thread: threading.Thread) -> Hang:
+    """The Hang of an upload that did not finish, with /health meanwhile and the stuck lines."""
+    if loop_thread.ident in watch.deadlocked:  # no need to wait for a probe to time out
+        health = "meanwhile GET /health cannot answer either: the event loop thread itself is the stuck thread"
+    else:
+        health = health_now(base)
+    stacks = [health, new_threads_stuck(before)] + watch.deadlocks[:1]
+    return Hang(what, hang_after(), "\n".join(s for s in stacks if s))
 
 
 def test_upload_is_saved(kata, tmp_path):
     """an upload through the served app is saved to the JSON file"""
     path = tmp_path / "rules.json"
-    app = part(kata, "app").create_app(path)
-    before = set(sys._current_frames())
-    with serving(app) as base:
-        try:
-            r = httpx.post(
-                f"{base}/rules", files={"file": ("q3.csv", RULES, "text/csv")}, timeout=hang_after()
-            )
-        except httpx.TimeoutException:
-            raise Hang("POST /rules", hang_after(), health_now(base) + "\n" + new_threads_stuck(before)) from None
+    app_module = part(kata, "app")
+    app = app_module.create_app(path)
+    watch = Watch(tmp_path)
+    watch_locks(watch, part(kata, "store"), app_module)
+    before = threads_now()
+    with audited_by(watch), served(app) as (base, loop_thread):
+        client, answer = start_upload(base, hang_after())
+        wait_for(client, watch, hang_after() + 0.5)
+        if client.is_alive() or "timed out" in answer:
+            raise upload_hang("POST /rules", base, watch, before, loop_thread)
+        if "error" in answer:
+            raise answer["error"]
+        r = answer["response"]
         assert r.status_code == 200, f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
         assert r.json().get("rules") == 3, f"expected the answer to count 3 rules, got {r.json()}"
         assert path.exists(), f"expected the upload to write {path.name}, but there is no such file"
@@ -298,62 +572,203 @@ def test_upload_is_saved(kata, tmp_path):
         assert doc.get("uploads") == 1 and "q3.csv" in doc.get("rule_sets", {}), (
             f"expected the document to record 1 upload of q3.csv, got {doc}"
         )
-        h = httpx.get(f"{base}/health", timeout=hang_after())
+        h = httpx.get(f"{base}/health", timeout=hang_after(), verify=NO_TLS)
         assert h.status_code == 200, f"expected GET /health to answer 200, got {h.status_code}"
 
 
-def test_rules_are_parsed_off_the_event_loop(kata, tmp_path):
-    """the rules file is parsed off the event loop, so /health keeps answering"""
+# --- nothing that blocks runs on the event loop --------------------------------
+#
+# Parsing is spied on through app.parse_rules and the threading locks are
+# wrapped (above); file locks, file opens and os.replace are seen through
+# Python's audit hooks (sys.addaudithook), whichever code of the store makes
+# them. An audit hook cannot be removed, so one is installed once and does
+# nothing unless a test is watching.
+
+AUDITED = {
+    # event: (kind, why it must not run on the event loop)
+    "fcntl.flock": ("file lock", "while another worker process holds the file lock, /health cannot answer"),
+    "fcntl.lockf": ("file lock", "while another worker process holds the file lock, /health cannot answer"),
+    "open": ("file", "while the disk is slow, /health cannot answer"),
+    "os.rename": ("file", "while the disk is slow, /health cannot answer"),  # os.rename and os.replace
+}
+_audited_watch = None  # the Watch of the running test, if any
+_audit_installed = False
+
+
+def _audit(event, args):
+    watch = _audited_watch
+    if watch is not None and event in AUDITED:
+        try:
+            watch.audited(event, args)
+        except Exception:  # noqa: BLE001 - an audit hook must never break the call it watches
+            pass
+
+
+@contextmanager
+def audited_by(watch: Watch):
+    """Let `watch` see the audited calls of this process until the block ends."""
+    global _audited_watch, _audit_installed
+    if not _audit_installed:
+        sys.addaudithook(_audit)
+        _audit_installed = True
+    _audited_watch = watch
+    try:
+        yield watch
+    finally:
+        _audited_watch = None
+
+
+def test_blocking_work_runs_off_the_event_loop(kata, tmp_path):
+    """the upload is parsed, locked and written off the event loop, so /health keeps answering"""
     app_module = part(kata, "app")
     app = app_module.create_app(tmp_path / "rules.json")
     original = app_module.parse_rules
-    seen = {}
-    called = threading.Event()
+    watch = Watch(tmp_path)
 
     def spy(raw):
-        try:
-            asyncio.get_running_loop()
-            seen["on_loop"] = True
-        except RuntimeError:  # no loop running in this thread: we are off the loop
-            seen["on_loop"] = False
-        called.set()
+        watch.saw("parse_rules", "parsing", "while a file is parsed there, /health cannot answer")
         return original(raw)
 
     app_module.parse_rules = spy
-    before = set(sys._current_frames())
-    with serving(app) as base:
-        answer = {}
-
-        def upload():
-            try:
-                answer["response"] = httpx.post(
-                    f"{base}/rules", files={"file": ("q3.csv", RULES, "text/csv")}, timeout=hang_after()
-                )
-            except httpx.TimeoutException:
-                answer["timed out"] = True
-            except httpx.HTTPError as exc:
-                answer["error"] = exc
-
-        client = threading.Thread(target=upload, name="client", daemon=True)
-        client.start()
-        deadline = time.monotonic() + hang_after()
-        while not called.wait(0.01) and client.is_alive() and time.monotonic() < deadline:
-            pass
-        if not seen and "response" in answer:
-            r = answer["response"]
-            raise AssertionError(
-                "expected the upload to call app.parse_rules (the tests spy on it), "
-                f"but it answered {r.status_code} without calling it: {r.text}"
-            )
-        assert seen, "expected the upload to call app.parse_rules (the tests spy on it), it was never called"
-        assert not seen["on_loop"], (
-            "expected parse_rules to run off the event loop (asyncio.get_running_loop() raising RuntimeError "
-            "inside it), but it ran on the event loop thread: while a file is parsed there, /health cannot answer"
-        )
-        client.join(hang_after() + 0.5)
+    watch_locks(watch, part(kata, "store"), app_module)
+    before = threads_now()
+    with audited_by(watch), served(app) as (base, loop_thread):
+        watch.loop_ident = loop_thread.ident
+        client, answer = start_upload(base, hang_after())
+        wait_for(client, watch, hang_after() + 0.5, until=watch.on_loop.is_set)
+        if watch.on_loop.is_set():
+            client.join(0.05)  # what else the request does on the loop, it does at once
+            raise AssertionError(watch.first_on_loop())
         if client.is_alive() or "timed out" in answer:
-            raise Hang("POST /rules", hang_after(), health_now(base) + "\n" + new_threads_stuck(before))
+            raise upload_hang("POST /rules", base, watch, before, loop_thread)
         if "error" in answer:
             raise answer["error"]
         r = answer["response"]
+        assert any(c.what == "parse_rules" for c in watch.calls), (
+            "expected the upload to call app.parse_rules (the tests spy on it), "
+            f"but it answered {r.status_code} without calling it: {r.text}"
+        )
         assert r.status_code == 200, f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
+        files = [c.what for c in watch.calls if c.kind == "file"]
+        assert any(w.startswith(("writing", "os.replace")) for w in files), (
+            f"expected to see the upload write {tmp_path.name}/rules.json (a file opened for writing, or "
+            f"os.replace), but the only file calls seen were: {files or 'none'}"
+        )
+
+
+# --- another worker process holds the file lock ------------------------------
+
+HOLDER = textwrap.dedent(
+    """
+    import fcntl, select, sys
+    lock_file = open(sys.argv[1], "a+")
+    fcntl.flock(lock_file, fcntl.LOCK_EX)
+    fcntl.lockf(lock_file, fcntl.LOCK_EX)  # the POSIX kind too, for a store that uses lockf
+    print("held", flush=True)
+    select.select([sys.stdin], [], [], float(sys.argv[2]))  # until told to let go, at most argv[2] s
+    fcntl.lockf(lock_file, fcntl.LOCK_UN)
+    fcntl.flock(lock_file, fcntl.LOCK_UN)
+    """
+)
+PROBES = 2
+
+
+def waits_for_lock(lock_path: Path):
+    """Is a thread of this process waiting for a lock on `lock_path`? (Linux /proc/locks; None if unknown.)"""
+    try:
+        inode = str(os.stat(lock_path).st_ino)
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    pid = str(os.getpid())
+    for line in table.splitlines():
+        fields = line.split()
+        if "->" in fields:  # "7: -> FLOCK  ADVISORY  WRITE 4242 00:2b:1234 0 EOF": a request that waits
+            rest = fields[fields.index("->") + 1:]
+            if len(rest) >= 5 and rest[3] == pid and rest[4].rsplit(":", 1)[-1] == inode:
+                return True
+    return False
+
+
+def test_health_answers_while_another_process_holds_the_file_lock(kata, tmp_path):
+    """/health keeps answering while the upload waits for a file lock another process holds"""
+    path = tmp_path / "rules.json"
+    lock_path = Path(f"{path}.lock")
+    app_module = part(kata, "app")
+    app = app_module.create_app(path)
+    watch = Watch(tmp_path)
+    watch_locks(watch, part(kata, "store"), app_module)
+    before = threads_now()
+    holder = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", HOLDER, str(lock_path), str(hang_after() + 1)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        with served(app) as (base, loop_thread):
+            try:
+                ready, _, _ = select.select([holder.stdout], [], [], 10)
+                said = holder.stdout.readline() if ready else ""
+                assert said.strip() == "held", (
+                    f"expected the other process to take the flock on {lock_path.name}, it said {said!r}"
+                    + (f": {holder.stderr.read()}" if holder.poll() is not None else "")
+                )
+                client, answer = start_upload(base, hang_after() + 1)
+                # Wait until the upload is queued behind the other process's lock.
+                deadline, waiting = time.monotonic() + hang_after(), False
+                while client.is_alive() and time.monotonic() < deadline and not watch.deadlocks:
+                    waiting = waits_for_lock(lock_path)
+                    if waiting is not False:
+                        break
+                    time.sleep(0.005)
+                if waiting is None:
+                    client.join(0.2)  # no /proc/locks here: give the upload time to reach the lock
+                if watch.deadlocks:
+                    raise upload_hang("POST /rules", base, watch, before, loop_thread)
+                if not client.is_alive():
+                    if "error" in answer:
+                        raise answer["error"]
+                    r = answer.get("response")
+                    status = f"answered {r.status_code}" if r is not None else "timed out"
+                    assert r is None or r.status_code == 200, (
+                        f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
+                    )
+                    raise AssertionError(
+                        f"expected POST /rules to wait while another process holds the flock on {lock_path.name} "
+                        f"(the lock that keeps the worker processes apart), but it {status} while that lock was "
+                        "still held"
+                    )
+                with httpx.Client(timeout=PROBE_SECONDS, verify=NO_TLS) as probe:
+                    for _ in range(PROBES):
+                        try:
+                            h = probe.get(f"{base}/health")
+                        except httpx.TimeoutException:
+                            at = where_in(frames_of(loop_thread))
+                            line = at.split(", called from")[0]
+                            state = "waiting for the file lock" if "flock(" in line or "lockf(" in line else "blocked"
+                            raise AssertionError(
+                                f"expected GET /health to answer within {PROBE_SECONDS:g} s while the upload waits "
+                                f"for the file lock another process holds, but it got no answer: the event loop "
+                                f"thread is {state} at {at}"
+                            ) from None
+                        assert h.status_code == 200, f"expected GET /health to answer 200, got {h.status_code}"
+            finally:
+                holder.stdin.close()  # let go of the lock
+            wait_for(client, watch, hang_after())
+            if client.is_alive() or "timed out" in answer:
+                raise upload_hang(
+                    "POST /rules (after the other process let go of the file lock)", base, watch, before, loop_thread
+                )
+            if "error" in answer:
+                raise answer["error"]
+            r = answer["response"]
+            assert r.status_code == 200, f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
+            doc = json.loads(path.read_text()) if path.exists() else None
+            assert doc and doc.get("uploads") == 1, (
+                f"expected the upload to be saved once the other process let go of the lock, got {doc}"
+            )
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait()
+        for pipe in (holder.stdin, holder.stdout, holder.stderr):
+            pipe.close()
