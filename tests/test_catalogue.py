@@ -151,9 +151,9 @@ def test_a_regex_that_does_not_compile_is_named(tmp_path):
         load_problem(root), "kata 'loop-id-reuse'", "[[kata.symptom]] number 1",
         "`pattern` should be a regular expression", "does not compile: missing ), unterminated subpattern",
     )
-    root = project(tmp_path / "when", edited('when = "hang"', 'when = "hang["'))
+    root = project(tmp_path / "when", edited('when = "updates were lost"', 'when = "hang["'))
     assert_one_paragraph(
-        load_problem(root), "kata 'bound-semaphore'", "[[kata.hint]] number 3",
+        load_problem(root), "kata 'lock-reentry'", "[[kata.hint]] number 5",
         "`when` should be a regular expression", "does not compile: unterminated character set",
     )
 
