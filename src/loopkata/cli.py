@@ -160,6 +160,11 @@ def cmd_solution(args) -> int:
             f"until it passes, or `loopkata solution {kata.id} --force` to look now."
         )
         return 1
+    if args.force:
+        try:
+            progress.update(kata, solution_seen=True)  # the notebook's "once solved" part opens too
+        except progress.NotSaved:
+            pass
     path = kata.solution_path
     for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
         print(f"# ---- {display_path(f)}")

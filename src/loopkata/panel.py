@@ -7,10 +7,11 @@ nbval can compare a stored notebook with a fresh run.
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import ipywidgets as widgets
 
-from . import catalogue, hints, progress, runner
+from . import catalogue, hints, progress, questions, runner
 from .report import MARK, headline, render_text, stack_repeats
 
 _COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "hang": "#9a6700", "error": "#cf222e"}
@@ -139,35 +140,69 @@ def check(name: str, impl=None):
 
 
 class Question(_TextWidget):
-    """A prediction question graded in place: pick an answer, press "Check my answer"."""
+    """A prediction question graded in place: pick an answer, press "Check my answer".
 
-    def __init__(self, prompt: str, options: list[str], answer: str, why: str):
-        if answer not in options:
-            raise ValueError(f"the answer {answer!r} is not one of the options")
-        self.answer, self.why = answer, why
-        self.choice = widgets.RadioButtons(options=options, value=None, layout=widgets.Layout(width="max-content"))
+    A wrong answer says "not quite" and lets the learner try again; the right
+    answer and why are shown after a right answer or after two wrong tries.
+    """
+
+    TRIES = 2
+
+    def __init__(self, q: questions.Question):
+        self.q, self.wrong = q, 0
+        self.choice = widgets.RadioButtons(options=list(q.options), value=None, layout=widgets.Layout(width="max-content"))
         button = widgets.Button(description="Check my answer")
         self.feedback = widgets.HTML()
         button.on_click(self.grade)
-        super().__init__([widgets.HTML(f"<b>{html.escape(prompt)}</b>"), self.choice, button, self.feedback])
+        super().__init__([widgets.HTML(f"<b>{html.escape(q.prompt)}</b>"), self.choice, button, self.feedback])
         self.add_class("loopkata-question")
-        self._text = "\n".join([f"Question: {prompt}", *[f"  ( ) {o}" for o in options]])
+        self._text = "\n".join([f"Question: {q.prompt}", *[f"  ( ) {o}" for o in q.options]])
 
     def grade(self, _button=None) -> bool:
         if self.choice.value is None:
             self.feedback.value = "<p class='loopkata-feedback'>Pick an answer first.</p>"
             return False
-        right = self.choice.value == self.answer
-        verdict = "✓ Right." if right else f"✗ Not quite: the answer is “{html.escape(self.answer)}”."
+        right = self.choice.value == self.q.answer
+        self.wrong += not right
+        if right:
+            verdict, why = "✓ Right.", self.q.why
+        elif self.wrong < self.TRIES:
+            verdict, why = "✗ Not quite.", "Think about it once more and pick another answer."
+        else:
+            verdict, why = f"✗ Not quite: the answer is “{html.escape(self.q.answer)}”.", self.q.why
         colour = _COLOURS["passed" if right else "failed"]
         self.feedback.value = (
-            f"<p class='loopkata-feedback' style='color:{colour}'><b>{verdict}</b> {html.escape(self.why)}</p>"
+            f"<p class='loopkata-feedback' style='color:{colour}'><b>{verdict}</b> {html.escape(why)}</p>"
         )
         return right
 
 
-def ask(prompt: str, options: list[str], answer: str, why: str) -> Question:
-    return Question(prompt, options, answer, why)
+def ask(qid: str):
+    """The prediction question `qid` from notebooks/questions.toml."""
+    try:
+        return Question(questions.find(qid))
+    except (questions.UnknownQuestion, OSError, ValueError) as exc:
+        return Notice(str(exc))
+
+
+def pristine_starter(name: str) -> Path:
+    """The path of a private copy of kata `name`'s shipped starter, for reproducing the bug."""
+    return progress.pristine_starter(catalogue.find(name))
+
+
+def once_solved(name: str):
+    """The part of a notebook that explains the fix: notebooks/solved/<notebook>.md, shown
+    once the kata is solved (or after `loopkata solution NAME --force`)."""
+    from IPython.display import Markdown
+
+    kata = catalogue.find(name)
+    text = (kata.root / "notebooks" / "solved" / kata.notebook.replace(".ipynb", ".md")).read_text(encoding="utf-8")
+    if progress.status(kata) == progress.SOLVED or progress.entry(kata).get("solution_seen"):
+        return Markdown(text)
+    return Notice(
+        f"This part explains the fix, and opens once {kata.id} is solved: run the check cell above "
+        f"until it passes (or `loopkata solution {kata.id} --force` in a terminal), then run this cell again."
+    )
 
 
 def progress_table():

@@ -33,7 +33,8 @@ SOLVED, ATTEMPTED, UNTOUCHED, MISSING = "solved", "attempted", "untouched", "mis
 LOCK_WAIT = 10.0  # seconds; a lock holder does a few milliseconds of work, so longer means it is stuck
 
 # What each field of an entry must be; anything else means the file is not ours to trust.
-_FIELDS = {"status": str, "last_verdict": str, "last_failure": str, "checked_at": str, "hints_seen": list}
+_FIELDS = {"status": str, "last_verdict": str, "last_failure": str, "checked_at": str, "hints_seen": list,
+           "solution_seen": bool}
 
 
 class NotSaved(Exception):
@@ -337,3 +338,16 @@ def restore(kata: Kata, source: Path) -> Path | None:
     except NotSaved as exc:
         raise NotSaved(exc.error, saved) from exc.error
     return saved
+
+
+def pristine_starter(kata: Kata) -> Path:
+    """A private copy of the shipped starter (never the learner's file), for reproductions:
+    a notebook that shows the naive code failing stays true after the kata is solved."""
+    files = starter_files(kata)
+    folder = state_dir() / "pristine" / kata.id
+    for rel, data in files.items():
+        target = folder / rel
+        if not target.is_file() or target.read_bytes() != data:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    return folder / kata.path

@@ -185,17 +185,37 @@ def _held_by_suspended_task(loop, frame) -> str:
     """If the loop thread waits for a threading lock that a task of the same loop holds
     across an await, the line where the task took it: that task can only give it back
     when the loop runs again, and the loop is the thread that waits."""
-    frame = _waiting_frame(frame)
+    inner, frame = frame, _waiting_frame(frame)
     waiting = _lock_on_line(frame) if frame is not None else None
+    line = ""
+    if waiting is None and frame is not None and frame is not inner:
+        # `with await limiter.semaphore(key):` names no variable; threading's own acquire frame
+        # holds the semaphore, and a task suspended inside the same `with` line holds a slot of it.
+        acquiring = inner
+        while acquiring is not None and acquiring.f_back is not frame:
+            acquiring = acquiring.f_back
+        candidate = acquiring.f_locals.get("self") if acquiring is not None else None
+        if isinstance(candidate, _LOCK_TYPES) and _unavailable(candidate):
+            waiting = candidate
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
     if waiting is None:
         return ""
+    # The `with` statements the waiting thread is entering (`async with limiter.get():` whose
+    # __aenter__ blocks): a task suspended inside the same statement holds what it waits for.
+    entering = {line} - {""}
+    caller = frame
+    while caller is not None:
+        text = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
+        if text.startswith(("with ", "async with ")) and is_learner_file(caller.f_code.co_filename):
+            entering.add(text)
+        caller = caller.f_back
     for task in list(asyncio.all_tasks(loop)):
         coro = task.get_coro()
         while coro is not None:
             suspended = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
             if suspended is None:
                 break
-            held = _enclosing_with(suspended, waiting)
+            held = _enclosing_with(suspended, waiting, entering)
             if held and not _held_elsewhere(waiting, loop):
                 return held
             coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
@@ -214,15 +234,16 @@ def _held_elsewhere(lock, loop) -> bool:
     return False
 
 
-def _enclosing_with(frame, lock) -> str:
-    """The line of a `with LOCK:` that encloses the frame's current line, as "file:line", or ''."""
+def _enclosing_with(frame, lock, same_lines: set[str] = frozenset()) -> str:
+    """The line of a `with LOCK:` (or of a `with` written exactly as one of `same_lines`) that
+    encloses the frame's current line, as "file:line", or ''."""
     filename, line = frame.f_code.co_filename, frame.f_lineno
     indent = _indent(linecache.getline(filename, line))
     for above in range(line - 1, frame.f_code.co_firstlineno - 1, -1):
         text = linecache.getline(filename, above)
         if text.strip() and _indent(text) < indent:
             indent = _indent(text)
-            if _lock_on_line(frame, above) is lock:
+            if _lock_on_line(frame, above) is lock or text.strip() in same_lines:
                 return f"{display_path(filename)}:{above}"
     return ""
 
@@ -304,7 +325,7 @@ def _blocked_loop_lines(frame, busy: bool | None) -> list[str]:
         if held:
             why = f"it waits for a threading lock that this same thread took at {held}"
         elif by_task:
-            why = (f"it waits for a threading lock that a task of this same loop holds across an await, "
+            why = (f"it waits for a threading lock or semaphore that a task of this same loop holds across an await, "
                    f"taken at {by_task}: that task can only release it when the loop runs again")
         else:
             why = "a blocking call inside async code"

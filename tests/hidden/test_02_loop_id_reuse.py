@@ -140,8 +140,10 @@ def settled_fds(server: "ToolServer", at_most: int | None = None, seconds: float
     count = lambda: client_sockets(server)  # noqa: E731
     if count() is None:
         count = open_fds
+    elif at_most is None:
+        return count()  # the code's own sockets: closed or not by the time the handler returns
     else:
-        seconds = 0.3  # a socket the code closed is gone within a loop turn
+        seconds = 0.15  # a socket the code closed is gone within a loop turn
     deadline = time.monotonic() + seconds
     last, since = count(), time.monotonic()
     while time.monotonic() < deadline:

@@ -1,0 +1,163 @@
+"""The learner writes the fix: what every graded notebook may and may not show.
+
+- no code above a notebook's check cell passes its kata (each code cell's
+  definitions, and every code string it holds, are laid over the pristine
+  starter and graded for real);
+- no prediction question carries its answer in the notebook: every `ask("id")`
+  is in notebooks/questions.toml, for that notebook;
+- every heading and link names a kata by its catalogue title.
+"""
+import ast
+import json
+import re
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from loopkata import catalogue, progress, runner
+from loopkata.report import render_text
+
+ROOT = Path(__file__).resolve().parents[1]
+KATAS = catalogue.load()
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def check_cell(kata) -> int:
+    """The index of the notebook's own check cell: check("<id>") on the learner's copy."""
+    found = [i for i, c in enumerate(cells(kata.notebook_path))
+             if c["cell_type"] == "code" and f'check("{kata.id}")' in source(c)]
+    assert found, f"{kata.notebook}: expected a check cell calling check(\"{kata.id}\")"
+    return found[0]
+
+
+def _parses(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except SyntaxError:
+        return None
+
+
+def definitions(code: str) -> tuple[str, set[str]]:
+    """The imports, functions, classes and plain assignments of a piece of code, and the names it defines."""
+    tree = _parses(code)
+    if tree is None:
+        return "", set()
+    keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef,
+                                                   ast.ClassDef, ast.Assign, ast.AnnAssign))]
+    names = {n.name for n in keep if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return "\n\n".join(ast.unparse(n) for n in keep), names
+
+
+def code_strings(code: str) -> list[str]:
+    """String constants in a cell that are themselves Python modules defining something."""
+    tree = _parses(code)
+    if tree is None:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "def " in node.value:
+            import textwrap
+            text = textwrap.dedent(node.value)
+            if _parses(text) is not None:
+                found.append(text)
+    return found
+
+
+def starter_names(files: dict[Path, bytes]) -> dict[Path, set[str]]:
+    out = {}
+    for rel, data in files.items():
+        tree = _parses(data.decode("utf-8", errors="replace"))
+        if tree is not None:
+            out[rel] = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return out
+
+
+def candidates(kata) -> list[tuple[str, str]]:
+    """(where, code) for every cell above the check cell, and every code string in them."""
+    found = []
+    for i, cell in enumerate(cells(kata.notebook_path)[:check_cell(kata)]):
+        if cell["cell_type"] != "code":
+            continue
+        code = source(cell)
+        found.append((f"cell {i}", code))
+        found += [(f"a code string in cell {i}", s) for s in code_strings(code)]
+    return found
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=[k.id for k in KATAS])
+def test_no_code_above_the_check_cell_passes_the_kata(kata, tmp_path):
+    """nothing above a notebook's check cell, laid over the starter, passes the kata's hidden tests"""
+    starter = progress.starter_files(kata)
+    names = starter_names(starter)
+    graded = 0
+    for where, code in candidates(kata):
+        defs, defined = definitions(code)
+        for rel, wanted in names.items():
+            if not defined & wanted:
+                continue  # defines nothing the kata's file defines: it cannot change what is graded
+            copy = tmp_path / f"c{graded}"
+            for r, data in starter.items():
+                (copy / r).parent.mkdir(parents=True, exist_ok=True)
+                (copy / r).write_bytes(data)
+            target = copy / rel
+            target.write_text(target.read_text() + "\n\n# --- from the notebook, " + where + "\n" + defs + "\n")
+            result = runner.check(kata, copy / kata.path)
+            graded += 1
+            assert not result.passed, (
+                f"{kata.notebook}, {where}: laid over the starter's {rel.name}, it passes every hidden test of "
+                f"{kata.id}, above the check cell. Move it after the check cell, into notebooks/solved/, "
+                f"or show only what is wrong with it.\n{render_text(result, kata, stacks=False)}"
+            )
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+def asked(path: Path) -> list[str]:
+    return [m for c in cells(path) if c["cell_type"] == "code" for m in re.findall(r'\bask\("([^"]+)"\)', source(c))]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_questions_keep_their_answers_out_of_the_notebook(notebook):
+    """a prediction question names only its id; its answer lives in notebooks/questions.toml"""
+    data = tomllib.loads((ROOT / "notebooks" / "questions.toml").read_text(encoding="utf-8"))["question"]
+    known = {q["id"]: q for q in data}
+    for cell in cells(notebook):
+        if cell["cell_type"] == "code":
+            assert not re.search(r"\bask\([^)]*answer\s*=", source(cell), re.S), (
+                f"{notebook.name}: a question cell holds its answer in its source:\n{source(cell)[:300]}"
+            )
+    for qid in asked(notebook):
+        assert qid in known, f"{notebook.name} asks {qid!r}, which is not in notebooks/questions.toml"
+        assert known[qid]["notebook"] == notebook.name, f"{qid!r} belongs to {known[qid]['notebook']}"
+    for qid, q in known.items():
+        if q["notebook"] == notebook.name:
+            assert qid in asked(notebook), f"{qid!r} is in questions.toml for {notebook.name}, which never asks it"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_headings_and_links_use_the_catalogue_titles(notebook):
+    """a kata is called by its catalogue title in its heading and in every link to it"""
+    by_notebook = {k.notebook: k for k in KATAS}
+    kata = by_notebook.get(notebook.name)
+    if kata is not None:
+        first = source(cells(notebook)[0]).splitlines()[0]
+        assert first == f"# {kata.number:02d} · {kata.title}", (
+            f"{notebook.name}: expected the heading '# {kata.number:02d} · {kata.title}', got {first!r}"
+        )
+    for cell in cells(notebook):
+        for text, target in re.findall(r"\[([^\]]+)\]\(([^)]*\.ipynb)\)", source(cell)):
+            linked = by_notebook.get(Path(target).name)
+            if linked is not None:
+                assert text == f"{linked.number:02d} · {linked.title}", (
+                    f"{notebook.name}: a link to {target} reads {text!r}; "
+                    f"expected '{linked.number:02d} · {linked.title}' (the catalogue's title)"
+                )
