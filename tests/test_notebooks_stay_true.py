@@ -1,0 +1,88 @@
+"""A notebook stays true after its kata is solved.
+
+Each notebook is run again in a copy of the project whose katas/ hold the
+reference fixes, as a learner's checkout does once every kata is solved. Every
+cell that reproduces the naive code must print what the stored notebook prints
+(it runs the pristine starter, never the learner's file); only the cells that
+grade the learner's copy, or open once it is solved, may differ.
+"""
+import configparser
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from loopkata import catalogue
+
+ROOT = Path(__file__).resolve().parents[1]
+KATAS = catalogue.load()
+# Cells that look at the learner's own copy or progress: they are meant to change once it is solved.
+LEARNER_CELLS = re.compile(r'\bcheck\("[^"]+"\)\s*$|once_solved\(|progress_table\(', re.M)
+
+
+def sanitizers() -> list[tuple[re.Pattern, str]]:
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(ROOT / "notebooks" / "sanitize.cfg")
+    return [(re.compile(cfg[s]["regex"]), cfg[s]["replace"]) for s in cfg.sections()]
+
+
+def text_of(outputs, rules) -> str:
+    parts = []
+    for out in outputs:
+        if out.get("output_type") == "stream":
+            parts.append("".join(out["text"]) if isinstance(out["text"], list) else out["text"])
+        elif out.get("output_type") in ("execute_result", "display_data"):
+            plain = out.get("data", {}).get("text/plain", "")
+            parts.append("".join(plain) if isinstance(plain, list) else plain)
+        elif out.get("output_type") == "error":
+            parts.append(f"{out['ename']}: {out['evalue']}")
+    text = "\n".join(parts)
+    for pattern, replacement in rules:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+@pytest.fixture(scope="module")
+def solved_project(tmp_path_factory):
+    """A copy of the project with every kata solved (solutions/ copied over katas/)."""
+    root = tmp_path_factory.mktemp("solved") / "project"
+    for part in ("katas", "solutions", "tests", "notebooks"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    if (ROOT / ".git").exists():
+        shutil.copytree(ROOT / ".git", root / ".git")  # the shipped starters are found by their git blob ids
+    for kata in KATAS:
+        target = root / "katas" / kata.path
+        if target.is_dir():
+            shutil.rmtree(target)
+            shutil.copytree(root / "solutions" / kata.path, target)
+        else:
+            shutil.copy2(root / "solutions" / kata.path, target)
+    return root
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=[k.id for k in KATAS])
+def test_reproductions_still_show_the_bug_once_the_kata_is_solved(kata, solved_project, tmp_path, monkeypatch):
+    """a solved kata leaves the notebook's reproductions of the naive code unchanged"""
+    stored = nbformat.read(ROOT / "notebooks" / kata.notebook, as_version=4)
+    fresh = nbformat.read(solved_project / "notebooks" / kata.notebook, as_version=4)
+    monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path / "state"))
+    monkeypatch.delenv("LOOPKATA_ROOT", raising=False)
+    NotebookClient(fresh, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(solved_project / "notebooks")}}).execute()
+    rules = sanitizers()
+    for i, (before, after) in enumerate(zip(stored.cells, fresh.cells)):
+        if before.cell_type != "code" or LEARNER_CELLS.search(before.source):
+            continue
+        if "NBVAL_IGNORE_OUTPUT" in before.source:
+            continue
+        was, now = text_of(before.get("outputs", []), rules), text_of(after.get("outputs", []), rules)
+        assert now == was, (
+            f"{kata.notebook}, cell {i}: with the kata solved, this cell prints something else than the "
+            f"stored notebook, so it depends on the learner's file (use pristine_starter(\"{kata.id}\")).\n"
+            f"--- stored\n{was[:1500]}\n--- with the kata solved\n{now[:1500]}"
+        )
