@@ -216,8 +216,11 @@ def answer_questions(run) -> None:
         _expect(feedback).to_contain_text("Pick an answer first")
         options = question.locator(".widget-radio-box label")
         for i in range(options.count()):  # guess in order: "not quite" lets you try again
+            before = feedback.text_content() or ""
             options.nth(i).click()
             button.click()
+            # each answer gets new words ("try again", then the answer named, or "Right")
+            _expect(feedback).not_to_have_text(before)
             _expect(feedback).to_contain_text(re.compile("Right|Not quite"))
             said = feedback.text_content()
             if "Right" in said:
