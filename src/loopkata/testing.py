@@ -13,6 +13,7 @@ import gc
 import linecache
 import os
 import sys
+import sysconfig
 import threading
 import time
 import traceback
@@ -206,7 +207,7 @@ def _held_by_suspended_task(loop, frame) -> str:
     caller = frame
     while caller is not None:
         text = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
-        if text.startswith(("with ", "async with ")) and is_learner_file(caller.f_code.co_filename):
+        if text.startswith(("with ", "async with ")) and not _library_file(caller.f_code.co_filename):
             entering.add(text)
         caller = caller.f_back
     for task in list(asyncio.all_tasks(loop)):
@@ -232,6 +233,14 @@ def _held_elsewhere(lock, loop) -> bool:
                 return True
             frame = frame.f_back
     return False
+
+
+_LIBRARIES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def _library_file(filename: str) -> bool:
+    """Python's own library or an installed package: not the kata's code, nor its tests."""
+    return filename.startswith(_LIBRARIES) or filename.startswith("<")
 
 
 def _enclosing_with(frame, lock, same_lines: set[str] = frozenset()) -> str:

@@ -704,7 +704,7 @@ def test_health_answers_while_another_process_holds_the_file_lock(kata, tmp_path
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        with served(app) as (base, loop_thread):
+        with audited_by(watch), served(app) as (base, loop_thread):  # sees a thread re-take its own flock
             try:
                 ready, _, _ = select.select([holder.stdout], [], [], 10)
                 said = holder.stdout.readline() if ready else ""
