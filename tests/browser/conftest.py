@@ -494,7 +494,10 @@ class Runs:
 @pytest.fixture(scope="module")
 def runs(request, lab, browser):
     wanted = []
+    here = Path(__file__).resolve().parent
     for item in request.session.items:
+        if here not in Path(str(item.path)).resolve().parents:
+            continue  # other modules parametrize by "notebook" too
         name = getattr(item, "callspec", None) and item.callspec.params.get("notebook")
         if name and name not in wanted:
             wanted.append(name)
