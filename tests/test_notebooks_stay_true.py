@@ -32,16 +32,17 @@ def sanitizers() -> list[tuple[re.Pattern, str]]:
 
 
 def text_of(outputs, rules) -> str:
-    parts = []
+    # A stream may arrive in several messages, split anywhere: join streams as one text,
+    # as nbval does, and put every other output on its own lines.
+    text = ""
     for out in outputs:
         if out.get("output_type") == "stream":
-            parts.append("".join(out["text"]) if isinstance(out["text"], list) else out["text"])
+            text += "".join(out["text"]) if isinstance(out["text"], list) else out["text"]
         elif out.get("output_type") in ("execute_result", "display_data"):
             plain = out.get("data", {}).get("text/plain", "")
-            parts.append("".join(plain) if isinstance(plain, list) else plain)
+            text += ("".join(plain) if isinstance(plain, list) else plain) + "\n"
         elif out.get("output_type") == "error":
-            parts.append(f"{out['ename']}: {out['evalue']}")
-    text = "\n".join(parts)
+            text += f"{out['ename']}: {out['evalue']}\n"
     for pattern, replacement in rules:
         text = pattern.sub(replacement, text)
     return text
