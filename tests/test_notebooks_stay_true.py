@@ -7,8 +7,6 @@ cell that reproduces the naive code must print what the stored notebook prints
 grade the learner's copy, or open once it is solved, may differ.
 """
 import configparser
-import json
-import os
 import re
 import shutil
 from pathlib import Path

@@ -11,6 +11,7 @@ import ast
 import json
 import re
 import shutil
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -66,7 +67,6 @@ def code_strings(code: str) -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and "def " in node.value:
-            import textwrap
             text = textwrap.dedent(node.value)
             if _parses(text) is not None:
                 found.append(text)
