@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from . import catalogue
+from . import catalogue, services
 from .testing import Hang, describe_frames
 
 _counter = itertools.count(1)
@@ -76,7 +76,7 @@ def _describe(excinfo) -> dict:
     exc = excinfo.value
     if isinstance(exc, Hang):
         return {"outcome": "hang", "message": str(exc), "stacks": exc.stacks}
-    if isinstance(exc, ImplLoadError):
+    if isinstance(exc, (ImplLoadError, services.ServiceUnavailable)):
         return {"outcome": "error", "message": str(exc)}
     if isinstance(exc, MemoryError):
         cap = int(os.environ.get("LOOPKATA_MEMORY", "0") or 0)
@@ -175,6 +175,7 @@ def pytest_unconfigure(config):
     # Every result is on disk by now. A thread of the learner's code stuck on a
     # lock (a to_thread worker, say) would keep the interpreter from exiting
     # until the budget kills it; leave at once instead.
+    services.stop_all()  # a server the tests started (os._exit skips atexit)
     if os.environ.get("LOOPKATA_RESULTS_FD"):
         sys.stdout.flush()
         sys.stderr.flush()

