@@ -106,6 +106,21 @@ def postgres() -> Database:
         return Database(dsn=_server.dsn, embedded=True)
 
 
+def unreachable(database: Database, exc: BaseException) -> ServiceUnavailable:
+    """The paragraph for a server that was started (or named) but does not answer as it should."""
+    if database.embedded:
+        return ServiceUnavailable(
+            f"The PostgreSQL server loopkata started does not answer ({type(exc).__name__}: {exc}). "
+            "Run the check again; if it keeps failing, delete the .loopkata/postgres folder (loopkata makes "
+            "it again) or set DATABASE_URL to a PostgreSQL server of your own."
+        )
+    return ServiceUnavailable(
+        f"DATABASE_URL names a PostgreSQL server that did not let the tests in ({type(exc).__name__}: {exc}). "
+        "Check that the server runs and that the URL's user may connect and create databases, "
+        "or unset DATABASE_URL and loopkata starts its own PostgreSQL."
+    )
+
+
 def stop_all() -> None:
     """Stop every server this process started (safe to call twice)."""
     global _server

