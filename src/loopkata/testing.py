@@ -60,6 +60,11 @@ def display_path(filename) -> str:
         return str(filename)
 
 
+def _source_line(filename: str, lineno: int | None) -> str:
+    # A frame caught between two instructions by another thread can have no line number yet.
+    return linecache.getline(filename, lineno).strip() if lineno else ""
+
+
 def describe_frames(frames: list[tuple[str, int, str]], fallback: bool = True, root: Path | None = None) -> list[str]:
     """Lines like "katas/x.py:42 in step: async with sem:", learner frames only when any.
 
@@ -68,7 +73,7 @@ def describe_frames(frames: list[tuple[str, int, str]], fallback: bool = True, r
     mine = [f for f in frames if is_learner_file(f[0], root)]
     chosen = mine or (frames[-1:] if fallback else [])
     return [
-        f"{display_path(fn)}:{line} in {func}: {linecache.getline(fn, line).strip()}"
+        f"{display_path(fn)}:{line} in {func}: {_source_line(fn, line)}"
         for fn, line, func in chosen
     ]
 
@@ -198,7 +203,7 @@ def _held_by_suspended_task(loop, frame) -> str:
         candidate = acquiring.f_locals.get("self") if acquiring is not None else None
         if isinstance(candidate, _LOCK_TYPES) and _unavailable(candidate):
             waiting = candidate
-            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            line = _source_line(frame.f_code.co_filename, frame.f_lineno)
     if waiting is None:
         return ""
     # The `with` statements the waiting thread is entering (`async with limiter.get():` whose
@@ -206,7 +211,7 @@ def _held_by_suspended_task(loop, frame) -> str:
     entering = {line} - {""}
     caller = frame
     while caller is not None:
-        text = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
+        text = _source_line(caller.f_code.co_filename, caller.f_lineno)
         if text.startswith(("with ", "async with ")) and not _library_file(caller.f_code.co_filename):
             entering.add(text)
         caller = caller.f_back
@@ -247,6 +252,8 @@ def _enclosing_with(frame, lock, same_lines: set[str] = frozenset()) -> str:
     """The line of a `with LOCK:` (or of a `with` written exactly as one of `same_lines`) that
     encloses the frame's current line, as "file:line", or ''."""
     filename, line = frame.f_code.co_filename, frame.f_lineno
+    if not line:
+        return ""
     indent = _indent(linecache.getline(filename, line))
     for above in range(line - 1, frame.f_code.co_firstlineno - 1, -1):
         text = linecache.getline(filename, above)
@@ -273,7 +280,7 @@ def _unavailable(obj) -> bool:
 def _lock_on_line(frame, lineno: int | None = None):
     """The threading Lock or Semaphore named by `with X:` or `X.acquire(` on a line of the frame,
     if it cannot be taken now."""
-    line = linecache.getline(frame.f_code.co_filename, lineno or frame.f_lineno).strip()
+    line = _source_line(frame.f_code.co_filename, lineno or frame.f_lineno)
     for prefix, suffix in (("with ", ":"), ("", ".acquire(")):
         if line.startswith(prefix) and suffix in line:
             expr = line[len(prefix):line.index(suffix)].split(" as ")[0].strip()

@@ -105,8 +105,8 @@ def run_scenario(kata, database, scenario: str, what: str) -> None:
         sig = signal.Signals(-child.returncode).name
         lines = crash_lines(err)
         raise AssertionError(
-            f"the process crashed with {sig} while {what}: two event loops were using one pooled asyncpg "
-            "connection at once." + (f" Your code was at\n{lines}" if lines else "")
+            f"the process crashed with {sig} while {what}. Two event loops using one pooled asyncpg connection "
+            "at once can do this." + (f" Your code was at\n{lines}" if lines else "")
         )
     results = [line for line in out.splitlines() if line.startswith("RESULT ")]
     if not results:
