@@ -91,6 +91,14 @@ class Kata:
         return _entries(self.root / "tests" / "variants" / self.id)
 
 
+def files_of(path: Path) -> list[Path]:
+    """The files of a kata, a fix, a decoy or a variant: the file itself, or every file in the
+    folder (code, and the deploy files a kata may ship), never caches."""
+    if not path.is_dir():
+        return [path]
+    return sorted(f for f in path.rglob("*") if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc")
+
+
 def _entries(folder: Path) -> list[Path]:
     """Each .py file or sub-folder is one alternative implementation."""
     if not folder.is_dir():

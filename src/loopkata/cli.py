@@ -166,7 +166,7 @@ def cmd_solution(args) -> int:
         except progress.NotSaved:
             pass
     path = kata.solution_path
-    for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+    for f in catalogue.files_of(path):
         print(f"# ---- {display_path(f)}")
         print(f.read_text(encoding="utf-8"))
     return 0
@@ -174,8 +174,7 @@ def cmd_solution(args) -> int:
 
 def _snapshot(kata: catalogue.Kata) -> dict:
     path = kata.kata_path
-    files = path.rglob("*.py") if path.is_dir() else [path]
-    return {f: f.stat().st_mtime_ns for f in files if f.exists()}
+    return {f: f.stat().st_mtime_ns for f in catalogue.files_of(path) if f.exists()}
 
 
 def _move_on(solved: catalogue.Kata) -> catalogue.Kata:

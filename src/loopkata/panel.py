@@ -101,7 +101,7 @@ class CheckPanel(_TextWidget):
 
     def _show_solution(self, _button=None) -> None:
         path = self.kata.solution_path
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        files = catalogue.files_of(path)
         shown = "".join(
             f"<p><b>{html.escape(str(f.relative_to(self.kata.root)))}</b></p>"
             f"<pre style='font-size:85%'>{html.escape(f.read_text())}</pre>"

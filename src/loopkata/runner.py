@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import services
+from . import catalogue
 from .catalogue import Kata
 from .repro import plain_env
 from .testing import describe_frames, display_path
@@ -181,14 +182,10 @@ def _read_records(fd: int) -> list[dict]:
     return records
 
 
-def _py_files(folder: Path) -> list[Path]:
-    return [f for f in folder.rglob("*.py") if "__pycache__" not in f.parts]
-
-
 def _contents(impl: Path) -> dict[str, bytes]:
     """What the implementation's files hold now, relative path -> bytes."""
     if impl.is_dir():
-        return {str(f.relative_to(impl)): f.read_bytes() for f in _py_files(impl)}
+        return {str(f.relative_to(impl)): f.read_bytes() for f in catalogue.files_of(impl)}
     return {impl.name: impl.read_bytes()} if impl.is_file() else {}
 
 
@@ -206,7 +203,7 @@ def _snapshot(kata: Kata, impl: Path, tmp: Path) -> tuple[Path, dict[str, str], 
     names, held = {}, {}
     sources = (kata.solution_path, impl) if overlay else (impl,)
     for source in sources:  # a decoy's own files win
-        files = _py_files(source) if source.is_dir() else [source]
+        files = catalogue.files_of(source)
         for f in files:
             rel = f.relative_to(source) if source.is_dir() else Path()
             target = copy / rel if source.is_dir() else copy

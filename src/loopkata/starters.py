@@ -45,7 +45,7 @@ def kata_files(kata: Kata, base: Path) -> list[Path]:
     """Relative paths of the kata's files under `base` (katas/ or a snapshot)."""
     target = base / kata.path
     if target.is_dir():
-        return sorted(p.relative_to(base) for p in target.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        return [p.relative_to(base) for p in catalogue.files_of(target)]
     return [Path(kata.path)]
 
 
