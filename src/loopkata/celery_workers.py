@@ -1,0 +1,129 @@
+"""Real Celery workers, started from a deploy file's own command line and always stopped.
+
+A worker runs in a process group of its own, is told to die with the process
+that started it (Linux's parent-death signal), and is killed with its whole
+group on stop: a worker that outlived a test would go on consuming the next
+test's messages. By default the broker is kombu's filesystem transport in a
+folder the caller owns (no server); set CELERY_BROKER_URL (e.g. Redis) to use
+a real broker instead.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+READY_TIMEOUT = 15.0
+# What makes a worker quick to start and stop; queue options are the deploy file's own.
+FAST = ["--pool=solo", "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"]
+
+
+class WorkerError(Exception):
+    """A worker did not start; str() says which command and what it printed."""
+
+
+def broker_env(folder: Path) -> dict:
+    """The environment that points an app at a broker: $CELERY_BROKER_URL, else files in `folder`."""
+    if os.environ.get("CELERY_BROKER_URL"):
+        return {}
+    return {"CELERY_BROKER_URL": "filesystem://", "CELERY_BROKER_FOLDER": str(folder), "CELERY_RESULT_BACKEND": ""}
+
+
+def celery_args(command: str | list) -> list[str] | None:
+    """The arguments after `celery` in a worker command line, or None if it starts no Celery worker."""
+    args = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    for i, arg in enumerate(args):
+        if Path(arg).name == "celery" or (arg == "celery" and i > 0 and args[i - 1] == "-m"):
+            rest = args[i + 1:]
+            return rest if "worker" in rest else None
+    return None
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Worker:
+    """One running worker; `lines` is everything it has printed so far."""
+
+    def __init__(self, command: str, process: subprocess.Popen):
+        self.command, self.process, self.lines = command, process, []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if any(line.endswith(" ready.") for line in self.lines):
+                return
+            if self.process.poll() is not None:
+                self._reader.join(1)
+                break
+            time.sleep(0.02)
+        tail = "\n".join(f"    {line}" for line in self.lines[-6:]) or "    (nothing)"
+        self.stop()
+        state = "exited" if self.process.returncode not in (None, -signal.SIGKILL) else "was not ready in time"
+        raise WorkerError(f"the worker started with `{self.command}` {state}; it printed:\n{tail}")
+
+    def queues(self) -> set[str] | None:
+        """The queues the worker says it consumes (its start-up banner), or None if it did not say."""
+        found, inside = set(), False
+        for line in self.lines:
+            if "[queues]" in line:
+                inside = True
+            elif inside and ".>" in line and "exchange=" in line:
+                found.add(line.split(".>", 1)[1].split()[0])
+            elif inside and found and not line.strip():
+                break
+        return found or None
+
+    def stop(self) -> None:
+        """Kill the worker and everything in its process group at once (SIGTERM takes seconds)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def start(command: str | list, *, pythonpath: Path, env: dict, name: str = "worker", wait: bool = True) -> Worker:
+    """Start the worker a deploy file's `command` describes, with FAST options added (and wait until it is ready)."""
+    args = celery_args(command)
+    shown = command if isinstance(command, str) else " ".join(map(str, command))
+    if args is None:
+        raise WorkerError(f"`{shown}` does not start a Celery worker")
+    full_env = {**os.environ, **env, "PYTHONPATH": str(pythonpath), "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", *args, *FAST, f"--hostname={name}.{os.getpid()}@%h"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        start_new_session=True, preexec_fn=_die_with_parent, env=full_env, cwd=pythonpath,
+    )
+    worker = Worker(shown, process)
+    if wait:
+        worker.wait_ready()
+    return worker
+
+
+@contextlib.contextmanager
+def running(commands, *, pythonpath: Path, env: dict):
+    """Start every command's worker; stop them all on the way out, whatever happened."""
+    workers: list[Worker] = []
+    try:
+        for n, command in enumerate(commands):  # all at once: each takes a moment to start
+            workers.append(start(command, pythonpath=pythonpath, env=env, name=f"worker{n}", wait=False))
+        for worker in workers:
+            worker.wait_ready()
+        yield workers
+    finally:
+        for worker in workers:
+            worker.stop()

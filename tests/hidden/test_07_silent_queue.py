@@ -1,0 +1,241 @@
+"""Hidden tests for kata 07, silent-queue.
+
+Part 1 starts real Celery workers from the deploy files' own command lines
+(with options that make them quick to start added at the end), against a
+broker that is a fresh folder of files per test (or $CELERY_BROKER_URL), sends
+every kind of task by name, and waits for each. Part 2 runs the learner's
+guard on deploy files it has not seen. Every worker is killed with its
+process group when the test ends, whatever happened.
+"""
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from loopkata import celery_workers
+
+TASKS = {  # name -> args: one task of every kind the app routes
+    "schema.sync_source": [1],
+    "insight.answer": ["which source grew fastest?"],
+    "digest.send": ["ada"],
+}
+DONE_WITHIN = 1.5  # seconds: a consumed task is done in about 0.1 s
+STRANDED_AFTER = 0.4  # seconds a task in a queue that no worker consumes is watched, to show it stays PENDING
+
+
+@pytest.fixture(autouse=True)
+def broker(tmp_path, monkeypatch):
+    """A fresh broker folder, set before the kata is imported (its app reads the environment)."""
+    folder = tmp_path / "broker"
+    for key, value in celery_workers.broker_env(folder).items():
+        monkeypatch.setenv(key, value)
+    return folder
+
+
+def app_of(kata):
+    import importlib
+
+    return importlib.import_module(f"{kata.__name__}.celery_app").app
+
+
+def importable(kata, tmp_path) -> Path:
+    """A folder where `reports` is the package under test, as the deploy files' `-A reports.celery_app` expects."""
+    where = tmp_path / "app"
+    where.mkdir(parents=True)
+    (where / "reports").symlink_to(Path(kata.__file__).parent, target_is_directory=True)
+    return where
+
+
+def worker_commands(deploy_file: Path) -> list:
+    """The commands of the file's Celery workers (a Procfile's lines, a compose file's services)."""
+    if deploy_file.suffix in (".yml", ".yaml"):
+        services = (yaml.safe_load(deploy_file.read_text()) or {}).get("services") or {}
+        commands = [s.get("command") for s in services.values() if isinstance(s, dict) and s.get("command")]
+    else:
+        commands = [line.split(":", 1)[1].strip() for line in deploy_file.read_text().splitlines()
+                    if ":" in line and not line.lstrip().startswith("#")]
+    return [c for c in commands if celery_workers.celery_args(c) is not None]
+
+
+def purge(app) -> None:
+    """Empty every queue the app knows, so one run's stranded messages are not the next one's."""
+    queues = {app.conf.task_default_queue} | {r["queue"] for r in (app.conf.task_routes or {}).values()
+                                               if isinstance(r, dict) and "queue" in r}
+    with app.connection_for_write() as conn:
+        for queue in queues:
+            conn.default_channel.queue_purge(queue)
+
+
+def stranded(broker: Path) -> dict:
+    """Messages still waiting in the filesystem broker, per queue."""
+    found = {}
+    for message in (broker / "queue").glob("*.msg") if (broker / "queue").is_dir() else []:
+        queue = message.name.rsplit(".", 2)[-2]
+        found[queue] = found.get(queue, 0) + 1
+    return found
+
+
+def wait_for(app, sent: dict, seconds: float) -> dict:
+    """name -> final state, polling until every task finished or `seconds` passed."""
+    deadline, states = time.monotonic() + seconds, {}
+    while time.monotonic() < deadline:
+        states = {name: app.AsyncResult(task_id).state for name, task_id in sent.items()}
+        if all(state in ("SUCCESS", "FAILURE") for state in states.values()):
+            break
+        time.sleep(0.05)
+    return states
+
+
+def run_deploy(kata, tmp_path, broker, deploy: str) -> list[str]:
+    """Start deploy's workers, send every kind of task; what went wrong, as sentences."""
+    app = app_of(kata)
+    deploy_file = Path(kata.__file__).parent / deploy
+    commands = worker_commands(deploy_file)
+    if not commands:
+        return [f"{deploy} starts no Celery worker (no command running `celery ... worker`)"]
+    purge(app)
+    with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}) as workers:
+        sent = {name: app.send_task(name, args=args).id for name, args in TASKS.items()}
+        said = [w.queues() for w in workers]
+        consumed = set().union(*said) if all(q is not None for q in said) else None
+        # A task routed to a queue that no worker says it consumes can never run: watched
+        # briefly, not for the whole budget. The rest get the whole budget.
+        routed = {name: app.amqp.router.route({}, name)["queue"].name for name in TASKS}
+        certain = {n for n in sent if consumed is not None and routed[n] not in consumed}
+        states = wait_for(app, {n: i for n, i in sent.items() if n not in certain}, DONE_WITHIN)
+        states |= wait_for(app, {n: i for n, i in sent.items() if n in certain}, STRANDED_AFTER)
+    problems = []
+    pending = sorted(name for name, state in states.items() if state not in ("SUCCESS", "FAILURE"))
+    failed = sorted(name for name, state in states.items() if state == "FAILURE")
+    if pending:
+        queues = stranded(broker)
+        waiting = ", ".join(f"queue '{q}': {n} message{'s' if n > 1 else ''}" for q, n in sorted(queues.items()))
+        shown = "; ".join(f"`{c if isinstance(c, str) else ' '.join(c)}`" for c in commands)
+        problems.append(
+            f"expected every kind of task to complete within {DONE_WITHIN:g} s under {deploy}'s worker(s) ({shown}), "
+            f"but {' and '.join(pending)} {'is' if len(pending) == 1 else 'are'} still PENDING, with nothing logged"
+            + (f"; {'its message sits' if len(pending) == 1 else 'their messages sit'} in the broker ({waiting})"
+               if waiting else "")
+            + (f", and the workers consume only {', '.join(sorted(consumed))}" if consumed else "")
+        )
+    for name in failed:
+        problems.append(f"expected {name} to succeed under {deploy}'s worker(s), but it failed: "
+                        f"{app.AsyncResult(sent[name]).result!r}")
+    return problems
+
+
+def test_every_kind_of_task_completes_under_each_deploy_file(kata, tmp_path, broker):
+    """under the Procfile and under docker-compose.yml, every kind of task completes"""
+    problems = []
+    for deploy in ("Procfile", "docker-compose.yml"):
+        problems += run_deploy(kata, tmp_path / deploy.replace(".", "_"), broker, deploy)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_slow_question_does_not_hold_up_a_schema_sync(kata, tmp_path, broker):
+    """with a worker for schema work and one for the rest, slow questions do not hold up a schema sync"""
+    app = app_of(kata)
+    commands = ["celery -A reports.celery_app worker -Q schema",
+                "celery -A reports.celery_app worker -Q insight,celery"]
+    with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}):
+        slow = [app.send_task("insight.answer", args=[f"question {n}"], kwargs={"think_seconds": 1.0}).id
+                for n in range(2)]
+        sync = app.send_task("schema.sync_source", args=[7]).id
+        state = wait_for(app, {"schema.sync_source": sync}, 0.9)["schema.sync_source"]
+        assert slow
+    assert state == "SUCCESS", (
+        "expected schema.sync_source to finish within 0.9 s while two slow questions (1 s each) were answered, "
+        f"as the schema worker (-Q schema) runs nothing else, but it was still {state}: it was queued behind "
+        "the questions, so its route no longer sends it to its own queue 'schema'"
+    )
+
+
+# --- part 2: the guard -------------------------------------------------------
+
+def guard(kata, tmp_path, name: str, text: str, default_queue: str | None = None) -> set:
+    import importlib
+
+    app = app_of(kata)
+    if default_queue:
+        app.conf.task_default_queue = default_queue
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    found = importlib.import_module(f"{kata.__name__}.guard").unconsumed_queues(app, path)
+    return set(found)
+
+
+def expect(found: set, wanted: set, case: str) -> None:
+    assert found == wanted, (
+        f"expected the guard to name {sorted(wanted) or 'no queue'} for {case}, got {sorted(found) or 'no queue'}"
+    )
+
+
+PROCFILE_WEB = "web: uvicorn reports.web:app --host 0.0.0.0 --port $PORT\n"
+
+
+def test_the_guard_names_what_a_worker_without_a_queue_option_leaves_out(kata, tmp_path):
+    """the guard names the routed queues a worker with no -Q leaves without a consumer"""
+    found = guard(kata, tmp_path, "Procfile", PROCFILE_WEB + "worker: celery -A reports.celery_app worker -l INFO\n")
+    expect(found, {"schema", "insight"}, "a Procfile whose worker has no -Q (it consumes only 'celery')")
+
+
+SPELLINGS = [  # (worker options, queues left without a consumer)
+    ("-Q schema", {"insight", "celery"}),
+    ("--queues=schema,insight", {"celery"}),
+    ("--queues schema,insight,celery", set()),
+    ("-Qschema,insight,celery", set()),
+    ("--loglevel=INFO -Q insight,celery,schema", set()),
+]
+
+
+def test_the_guard_reads_every_spelling_of_the_queue_option(kata, tmp_path):
+    """the guard reads -Q a,b, -Qa,b, --queues=a,b and --queues a,b"""
+    wrong = []
+    for option, wanted in SPELLINGS:
+        command = f"worker: celery -A reports.celery_app worker {option} --loglevel=INFO\n"
+        found = guard(kata, tmp_path, "Procfile", PROCFILE_WEB + command)
+        if found != wanted:
+            wrong.append(f"`{option}`: expected {sorted(wanted) or 'no queue'}, got {sorted(found) or 'no queue'}")
+    assert not wrong, "expected the guard to read every spelling of the queue option; for a worker started with " + "; ".join(wrong)
+
+
+def test_the_guard_counts_every_worker_service(kata, tmp_path):
+    """the guard counts every worker in a compose file: two that split the queues cover them all"""
+    compose = """
+        services:
+          web:
+            command: uvicorn reports.web:app --host 0.0.0.0 --port 8000
+          worker-schema:
+            command: celery -A reports.celery_app worker --queues=schema --concurrency=2
+          worker-rest:
+            command: ["celery", "-A", "reports.celery_app", "worker", "-Q", "insight,celery"]
+    """
+    expect(guard(kata, tmp_path, "docker-compose.yml", compose), set(),
+           "a compose file with two workers, one on 'schema' and one on 'insight,celery'")
+    partial = compose.replace('"insight,celery"', '"celery"')
+    expect(guard(kata, tmp_path, "docker-compose.yml", partial), {"insight"},
+           "a compose file whose two workers consume 'schema' and 'celery' only")
+
+
+def test_the_guard_follows_a_renamed_default_queue(kata, tmp_path):
+    """the guard uses the app's own default queue, even when it is not called 'celery'"""
+    plain = PROCFILE_WEB + "worker: celery -A reports.celery_app worker\n"
+    expect(guard(kata, tmp_path, "Procfile", plain, default_queue="default"), {"schema", "insight"},
+           "an app whose default queue is 'default' and a worker with no -Q (it consumes 'default')")
+    old_name = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery\n"
+    expect(guard(kata, tmp_path, "Procfile", old_name, default_queue="default"), {"default"},
+           "an app whose default queue is 'default' and a worker on 'schema,insight,celery'")
+
+
+def test_the_guard_passes_your_own_deploy_files(kata):
+    """your fixed deploy files leave no queue without a consumer, by your own guard"""
+    import importlib
+
+    app, folder = app_of(kata), Path(kata.__file__).parent
+    check = importlib.import_module(f"{kata.__name__}.guard").unconsumed_queues
+    for deploy in ("Procfile", "docker-compose.yml"):
+        found = set(check(app, folder / deploy))
+        assert not found, f"expected your {deploy} to leave no queue without a consumer, but your guard names {sorted(found)}"

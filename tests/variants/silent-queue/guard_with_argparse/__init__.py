@@ -1,0 +1,2 @@
+"""Variant: a guard that lets argparse read the worker's options.
+"""

@@ -1,0 +1,33 @@
+"""The deploy guard: every queue the app routes to must have a worker in each deploy file."""
+import argparse
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+
+_options = argparse.ArgumentParser(add_help=False)
+_options.add_argument("-Q", "--queues", default=None)
+
+
+def _worker_args(deploy_file):
+    path = Path(deploy_file)
+    if path.suffix in (".yml", ".yaml"):
+        services = yaml.safe_load(path.read_text()).get("services", {})
+        raw = [svc.get("command") for svc in services.values() if svc and svc.get("command")]
+    else:
+        raw = [m.group(1) for m in re.finditer(r"^[\w-]+:\s*(.+)$", path.read_text(), re.M)]
+    for command in raw:
+        args = shlex.split(command) if isinstance(command, str) else list(map(str, command))
+        if "worker" in args and any(a.endswith("celery") for a in args):
+            yield args[args.index("worker") + 1:]
+
+
+def unconsumed_queues(app, deploy_file) -> set:
+    default = app.conf.task_default_queue
+    wanted = {default} | {r["queue"] for r in app.conf.task_routes.values()}
+    have = set()
+    for args in _worker_args(deploy_file):
+        parsed, _ = _options.parse_known_args(args)
+        have |= set(parsed.queues.split(",")) if parsed.queues else {default}
+    return wanted - have
