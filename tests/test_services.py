@@ -188,3 +188,57 @@ def test_a_notebook_kernel_stops_its_server_when_it_shuts_down(tmp_path):
     assert "True" in (tmp_path / "out.ipynb").read_text(), "expected the notebook to start the embedded server"
     left = wait_gone(mark)
     assert not left, f"expected no process left after the kernel shut down, found {left}"
+
+
+WORKER_OWNER = """
+import sys, tempfile
+from pathlib import Path
+from loopkata import celery_workers
+folder = Path(tempfile.mkdtemp())
+(folder / "reports").symlink_to(Path(sys.argv[1]).resolve(), target_is_directory=True)
+env = celery_workers.broker_env(folder / "broker")
+worker = celery_workers.start("celery -A reports.celery_app worker -Q schema,insight,celery",
+                              pythonpath=folder, env=env)
+print(sorted(worker.queues()), flush=True)
+sys.stdin.read()  # until the test kills us
+"""
+
+
+def test_a_celery_worker_dies_with_the_process_that_started_it():
+    """a Celery worker whose starter is killed with SIGKILL does not outlive it"""
+    mark, env = marked_env()
+    owner = subprocess.Popen([sys.executable, "-c", WORKER_OWNER, "katas/07_silent_queue"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        said = owner.stdout.readline().strip()
+        assert said == "['celery', 'insight', 'schema']", f"expected the worker to consume the three queues, got {said!r}"
+        assert any("celery" in c and "worker" in c for c in marked_processes(mark)), "expected a running worker"
+        owner.kill()
+        owner.wait(10)
+        left = wait_gone(mark)
+        assert not left, f"expected the worker to die with its starter, found {left}"
+    finally:
+        owner.kill()
+
+
+def test_a_check_of_the_celery_kata_leaves_no_worker_behind():
+    """a check of the Celery kata stops every worker it started"""
+    mark, env = marked_env(LOOPKATA_STATE=os.environ["LOOPKATA_STATE"])
+    done = subprocess.run([sys.executable, "-m", "loopkata", "check", "silent-queue", "--impl",
+                           "katas/07_silent_queue"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert "still PENDING" in done.stdout, f"expected the starter's symptom, got:\n{done.stdout[-1500:]}"
+    left = wait_gone(mark, 3.0)
+    assert not left, f"expected no worker left after the check, found {left}"
+
+
+def test_a_worker_that_cannot_start_says_why(tmp_path):
+    """a deploy command that cannot start a worker gives its own output, not a silent wait"""
+    from loopkata import celery_workers
+
+    (tmp_path / "reports").symlink_to(ROOT / "katas" / "07_silent_queue", target_is_directory=True)
+    with pytest.raises(celery_workers.WorkerError) as raised:
+        celery_workers.start("celery -A reports.no_such_module worker", pythonpath=tmp_path,
+                             env=celery_workers.broker_env(tmp_path / "broker"))
+    assert "exited" in str(raised.value) and "no_such_module" in str(raised.value), str(raised.value)
+    with pytest.raises(celery_workers.WorkerError, match="does not start a Celery worker"):
+        celery_workers.start("uvicorn reports.web:app", pythonpath=tmp_path, env={})
