@@ -140,14 +140,14 @@ def test_a_slow_question_does_not_hold_up_a_schema_sync(kata, tmp_path, broker):
     app = app_of(kata)
     commands = ["celery -A reports.celery_app worker -Q schema",
                 "celery -A reports.celery_app worker -Q insight,celery"]
+    purge(app)
     with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}):
-        slow = [app.send_task("insight.answer", args=[f"question {n}"], kwargs={"think_seconds": 1.0}).id
-                for n in range(2)]
+        for n in range(2):
+            app.send_task("insight.answer", args=[f"question {n}"], kwargs={"think_seconds": 2.0})
         sync = app.send_task("schema.sync_source", args=[7]).id
-        state = wait_for(app, {"schema.sync_source": sync}, 0.9)["schema.sync_source"]
-        assert slow
+        state = wait_for(app, {"schema.sync_source": sync}, 1.2)["schema.sync_source"]
     assert state == "SUCCESS", (
-        "expected schema.sync_source to finish within 0.9 s while two slow questions (1 s each) were answered, "
+        "expected schema.sync_source to finish within 1.2 s while two slow questions (2 s each) were answered, "
         f"as the schema worker (-Q schema) runs nothing else, but it was still {state}: it was queued behind "
         "the questions, so its route no longer sends it to its own queue 'schema'"
     )
