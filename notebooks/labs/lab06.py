@@ -8,32 +8,39 @@ kill the interpreter, and that must never be the notebook's kernel.
 - `fresh_database(server)`: a new database with the kata's two tables, dropped
   when the kernel exits. Admin work runs on a thread of its own, because the
   kernel's main thread already runs an event loop.
-- `variant(name)`: the pristine starter with one of the kata's decoys (a wrong
-  fix, tests/decoys/cross-loop-pool/NAME) laid over it; `WRONG_FIXES` names them.
-- `replay(package, url, steps, running)`: one process, one API event loop, and
-  a sequence of API requests ("r") and jobs ("j"). Each job runs as the inline
-  dispatcher runs it: the package's own `tasks.refresh_totals` on a worker
-  thread, which calls `asyncio.run`. With `running=False` ("slow motion") the
-  API's loop is paused while the job runs, so only one thread ever touches a
-  connection; with `running=True` the job goes through `jobs.dispatch` and the
-  API's loop keeps running. Every checkout from a pool is recorded: which
-  server connection (its backend pid, numbered #1, #2, ...), the loop that
-  opened it, the loop that used it.
-- `in_flight(package, url, runs)`: the production shape, `runs` times, each run
-  its own process: three API clients keep sending requests while five jobs run
-  one after another; each run ends as "no error", "errors" or "crashed".
-- `report(run)`, `draw_steps(ax, run, title)`: a replay in words and as a strip.
-- The twin: `twin_failure()` and `twin_timing(invocations)` run a global aiohttp
-  session against an aiohttp server on 127.0.0.1, in one child process.
+- `variant(starter, label)`: the pristine starter with one of the kata's decoys
+  (a wrong fix, tests/decoys/cross-loop-pool/) laid over it; `WRONG_FIXES`
+  names them.
+- `replay(package, server, database, steps, running)`: one process, one API
+  event loop, and a sequence of API requests ("r") and jobs ("j"). A job runs
+  as the inline dispatcher runs it: the package's own `tasks.refresh_totals`
+  on a reused worker thread, which calls `asyncio.run`. With `running=False`
+  (slow motion) the API's loop is paused while the job runs and the steps are
+  spaced out, so only one thread ever touches a connection and every run goes
+  the same way; with `running=True` jobs go through `jobs.dispatch` and the
+  API's loop keeps running. Every time a pool lends a connection, the harness
+  records which server connection it is (numbered #1, #2, ... by backend pid),
+  the loop that opened it and the loop that uses it; after each step it asks
+  the server what each connection is doing (pg_stat_activity).
+- `report(run)` and `draw_steps(ax, run, title)`: a replay in words and as a strip.
+- `in_flight(package, ...)`: the production shape, many times, a process per
+  run: three API clients send requests while five jobs run one after another.
+- `run_tests(code, package, ...)`: test functions from the notebook, each in a
+  process of its own against a fresh database.
+- The twin: `TWIN_SERVER` starts an aiohttp server on 127.0.0.1 inside the child
+  process (it dies with it); `twin_timing(code, invocations)` times the
+  invocation styles defined in `code` and counts the TCP connections the
+  server accepted for each; `draw_twin(result)` plots them.
 
 Nothing here is the kata's fix: the code under test is the pristine starter,
-or the starter with a decoy over it.
+a decoy laid over it, or (after the check cell) the reference fix.
 """
 from __future__ import annotations
 
 import asyncio
 import atexit
 import concurrent.futures
+import itertools
 import json
 import os
 import re
@@ -49,6 +56,7 @@ from loopkata import run_isolated
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 ROOT = NOTEBOOKS.parent
 DECOYS = ROOT / "tests" / "decoys" / "cross-loop-pool"
+REFERENCE = ROOT / "solutions" / "06_cross_loop_pool"
 
 SCHEMA = """
 CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, cents integer NOT NULL,
@@ -57,12 +65,12 @@ CREATE TABLE totals (customer text PRIMARY KEY, cents bigint NOT NULL, orders in
                      served_by integer NOT NULL DEFAULT pg_backend_pid());
 """
 
-# label -> decoy folder; the label is what the widget and the figure show.
+# What the widget and the figure call each wrong fix -> its decoy folder.
 WRONG_FIXES = {
-    "dispose() the shared engine at the start of each job": "dispose_at_job_start",
-    "pool_pre_ping=True on the shared engine": "pool_pre_ping",
+    "dispose() at the start of each job": "dispose_at_job_start",
+    "pool_pre_ping=True": "pool_pre_ping",
     "NullPool on the one shared engine": "nullpool_everywhere",
-    "a pooled engine per worker thread, never disposed": "engine_per_thread",
+    "a pooled engine per worker thread": "engine_per_thread",
 }
 
 
@@ -75,7 +83,7 @@ def _in_a_thread(coro_fn, timeout=30.0):
     def run():
         try:
             box["result"] = asyncio.run(asyncio.wait_for(coro_fn(), timeout))
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
             box["error"] = exc
 
     worker = threading.Thread(target=run, daemon=True)
@@ -88,56 +96,60 @@ def _in_a_thread(coro_fn, timeout=30.0):
     return box["result"]
 
 
-def fresh_database(server) -> str:
-    """Create a database nb06_<pid> with the kata's tables; drop it when this process exits."""
+async def _admin(dsn: str, *statements: str):
     import asyncpg
 
-    name = f"nb06_{os.getpid()}"
+    conn = await asyncpg.connect(dsn)
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+_names = itertools.count(1)
+
+
+def fresh_database(server, suffix: str = "") -> str:
+    """Create the database nb06_<pid>[_suffix] with the kata's tables; dropped when this process exits."""
+    import asyncpg
+
+    name = f"nb06_{os.getpid()}{suffix}"
 
     async def create():
         admin = await asyncpg.connect(server.dsn)
         try:
             # databases of earlier kernels that did not live to drop theirs
-            for (old,) in await admin.fetch("SELECT datname FROM pg_database WHERE datname LIKE 'nb06\\_%'"):
-                pid = old.removeprefix("nb06_")
+            for (old,) in await admin.fetch(r"SELECT datname FROM pg_database WHERE datname LIKE 'nb06\_%'"):
+                pid = old.split("_")[1]
                 if old == name or (pid.isdigit() and not Path(f"/proc/{pid}").exists()):
                     await admin.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
             await admin.execute(f'CREATE DATABASE "{name}"')
             version = await admin.fetchval("SHOW server_version")
         finally:
             await admin.close()
-        conn = await asyncpg.connect(server.with_database(name))
-        try:
-            await conn.execute(SCHEMA)
-        finally:
-            await conn.close()
+        await _admin(server.with_database(name), SCHEMA)
         return version
 
-    fresh_database.server_version = _in_a_thread(create)
-
-    async def drop():
-        admin = await asyncpg.connect(server.dsn)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+    version = _in_a_thread(create)
 
     def drop_quietly():
-        # At exit no new thread may start (3.12+) and no loop runs here any more.
+        # At exit no new thread may start (3.12+), and no event loop runs in this thread any more.
         try:
-            asyncio.run(asyncio.wait_for(drop(), 5.0))
-        except Exception:  # noqa: BLE001 - the server may already be gone
+            asyncio.run(asyncio.wait_for(_admin(server.dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'), 5))
+        except Exception:  # noqa: BLE001 - the server may be gone already
             pass
 
-    atexit.register(drop_quietly)  # runs before the server's own atexit stop: registered later
+    atexit.register(drop_quietly)  # runs before the server's own stop: it was registered later
+    fresh_database.server_version = version
     return name
 
 
-def tables(server, name) -> list[str]:
+def tables(server, database: str) -> list[str]:
     import asyncpg
 
     async def read():
-        conn = await asyncpg.connect(server.with_database(name))
+        conn = await asyncpg.connect(server.with_database(database))
         try:
             rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
             return [r[0] for r in rows]
@@ -154,7 +166,7 @@ _workspace: list[Path] = []
 
 
 def variant(starter: Path, label: str) -> Path:
-    """The pristine starter with the decoy named by `label` (a key of WRONG_FIXES) laid over it."""
+    """The pristine starter with the decoy named `label` (a key of WRONG_FIXES) laid over it."""
     if label not in _variants:
         if not _workspace:
             _workspace.append(Path(tempfile.mkdtemp(prefix="loopkata-nb06-")))
@@ -162,33 +174,35 @@ def variant(starter: Path, label: str) -> Path:
         folder = _workspace[0] / WRONG_FIXES[label] / starter.name
         shutil.copytree(starter, folder, ignore=shutil.ignore_patterns("__pycache__"))
         for f in (DECOYS / WRONG_FIXES[label]).glob("*.py"):
-            if f.name != "__init__.py":  # the decoy's __init__ is its docstring: why it is wrong
+            if f.name != "__init__.py":  # a decoy's __init__ is its docstring: why it is wrong
                 shutil.copy2(f, folder / f.name)
         _variants[label] = folder
     return _variants[label]
 
 
 def tidy(text: str) -> str:
-    """File paths shortened: the kata's own files by name and line, Python's and the libraries' by name."""
+    """Paths shortened: the kata's own files to name and line, Python's and the libraries' to folder and name."""
     def short(m):
         folder, name, line = m.group(1), m.group(2), m.group(3) or ""
         if Path(folder).name == "06_cross_loop_pool":
             return name + line
+        if name == "repro.py" and Path(folder).name.startswith("loopkata-repro-"):
+            return "<repro>" + line  # run_isolated's script
         return f"{Path(folder).name}/{name}"
-    return re.sub(r"(/[^\s:<>\[\]()'\"]+)/([\w.]+\.py)(:\d+)?", short, text)
+    return re.sub(r"(?<![\w./-])(/[^\s:<>\[\]()'\"]+)/([\w.]+\.py)(:\d+)?", short, text)
 
 
 def kind(message: str) -> str:
-    """What an error is, in a few words."""
-    for words in ("attached to a different loop", "another operation is in progress",
-                  "in a manually started transaction", "Event loop is closed", "the connection is closed",
-                  "There is no current event loop"):
+    """An error in a few words."""
+    for words in ("attached to a different loop", "another operation is in progress", "bound to a different event loop",
+                  "in a manually started transaction", "Event loop is closed", "connection is closed",
+                  "no current event loop"):
         if words in message:
             return words
-    return message.split(":", 1)[0]
+    return tidy(message.splitlines()[0] if message else "no message")[:90]
 
 
-# --- one process: an API loop, requests and jobs -------------------------------
+# --- the child process ------------------------------------------------------------
 
 _CHILD = """
 import sys
@@ -198,69 +212,79 @@ _child({params!r})
 """
 
 
-def _child(params: str) -> None:
-    """Runs in the child process: the scenario named in `params` (JSON)."""
-    import faulthandler
+def _load(package: Path):
+    import importlib
     import importlib.util
     import sys
-    import time
 
-    faulthandler.enable()
-    p = json.loads(params)
-    package = Path(p["package"])
     spec = importlib.util.spec_from_file_location("orders", package / "__init__.py",
                                                   submodule_search_locations=[str(package)])
     sys.modules["orders"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules["orders"])
-    from orders import jobs, service, tasks
+    return [importlib.import_module(f"orders.{m}") for m in ("service", "jobs", "tasks")]
+
+
+def _child(params: str) -> None:
+    """Runs in the child process: the scenario `params` (JSON) names."""
+    import faulthandler
+
+    faulthandler.enable()
+    p = json.loads(params)
+    service, jobs, tasks = _load(Path(p["package"]))
+    if p["mode"] == "in_flight":
+        _in_flight_child(service, jobs, tasks)
+    elif p["mode"] == "test":
+        _test_child(service, jobs, tasks, p["code"], p["test"])
+    else:
+        _steps_child(service, jobs, tasks, p["steps"], p["running"])
+    os._exit(0)  # a job thread stuck in a dead loop's connection must not keep the process alive
+
+
+def _steps_child(service, jobs, tasks, steps: str, running: bool) -> None:
+    import time
+
     from sqlalchemy import event
     from sqlalchemy.pool import Pool
 
     loops, backends, used = [], [], []  # loops and backend pids in order of first appearance
 
     def loop_name(loop):
-        for i, known in enumerate(loops):
-            if known is loop:
-                return "the API's loop" if i == 0 else f"job loop {i}"
-        loops.append(loop)
-        return "the API's loop" if len(loops) == 1 else f"job loop {len(loops) - 1}"
-
-    def backend(pid):
-        if pid not in backends:
-            backends.append(pid)
-        return backends.index(pid) + 1
+        if not any(known is loop for known in loops):
+            loops.append(loop)
+        i = next(i for i, known in enumerate(loops) if known is loop)
+        return "the API's loop" if i == 0 else f"job loop {i}"
 
     @event.listens_for(Pool, "checkout")
-    def on_checkout(dbapi_connection, record, proxy):  # every time a pool lends a connection
+    def lent(dbapi_connection, record, proxy):  # every time a pool lends a connection
         driver = dbapi_connection.driver_connection
+        if driver.get_server_pid() not in backends:
+            backends.append(driver.get_server_pid())
         try:
-            running = loop_name(asyncio.get_running_loop())
+            running_loop = loop_name(asyncio.get_running_loop())
         except RuntimeError:
-            running = "no loop"
-        used.append({"connection": backend(driver.get_server_pid()), "opened_on": loop_name(driver._loop),
-                     "used_on": running})
+            running_loop = "no loop"
+        used.append({"connection": backends.index(driver.get_server_pid()) + 1,
+                     "opened_on": loop_name(driver._loop), "used_on": running_loop})
 
     def said(exc):
         return tidy(f"{type(exc).__name__}: {exc}".splitlines()[0])
 
+    customer = f"c{os.getpid()}"
+
     def emit(record):
+        record["used"] = list(used)
+        record["states"] = _server_states(backends)
         print("STEP " + json.dumps(record), flush=True)
+        used.clear()
 
-    tag = f"c{os.getpid()}"
-    customer = f"{tag}-ada"
-
-    if p["mode"] == "in_flight":
-        _in_flight_child(service, jobs, tasks, tag)
-        return
-
-    if not p["running"]:
+    if not running:
         api = asyncio.new_event_loop()
         loop_name(api)
-        worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="asyncio")
-        for n, step in enumerate(p["steps"], 1):
-            used.clear()
+        worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="asyncio")  # reused, as to_thread's is
+        for n, step in enumerate(steps, 1):
             record = {"n": n, "step": step}
             if step == "r":
+                api.run_until_complete(asyncio.sleep(0.01))  # idle between requests, the loop reads what arrived
                 try:
                     record["id"] = api.run_until_complete(asyncio.wait_for(service.place_order(customer, 100), 5))
                     record["outcome"] = "ok"
@@ -274,23 +298,20 @@ def _child(params: str) -> None:
                 def job():
                     try:
                         box["result"] = tasks.refresh_totals(customer)
-                    except BaseException as exc:  # noqa: BLE001 - shown
+                    except Exception as exc:  # noqa: BLE001 - shown
                         box["error"] = said(exc)
 
-                try:  # on the same worker thread every time, as asyncio.to_thread's executor does
+                try:
                     worker.submit(job).result(5)
                     record["outcome"] = box.get("error", "ok")
                 except concurrent.futures.TimeoutError:
                     record["outcome"] = "hung"
-            record["used"] = list(used)
             time.sleep(0.05)  # steps spaced out in time: whatever the server sent has arrived
-            record["states"] = _states(backends)
             emit(record)
     else:
         async def main():
             loop_name(asyncio.get_running_loop())
-            for n, step in enumerate(p["steps"], 1):
-                used.clear()
+            for n, step in enumerate(steps, 1):
                 record = {"n": n, "step": step}
                 if step == "r":
                     try:
@@ -306,41 +327,39 @@ def _child(params: str) -> None:
                     while jobs.status(job_id)["state"] in ("queued", "running") and time.monotonic() < deadline:
                         await asyncio.sleep(0.003)
                     state = jobs.status(job_id)
-                    record["outcome"] = {"done": "ok", "failed": tidy(str(state.get("error", "")).splitlines()[0])}.get(
-                        state["state"], "hung")
-                record["used"] = list(used)
-                record["states"] = _states(backends)
+                    record["outcome"] = ("ok" if state["state"] == "done" else "hung" if state["state"] != "failed"
+                                         else tidy(str(state.get("error", "")).splitlines()[0]))
                 emit(record)
 
         asyncio.run(main())
-    print("SERVED " + json.dumps(_served_by(tag)), flush=True)
-    os._exit(0)  # a job thread stuck in a dead loop's connection must not keep the process alive
+    print("STORED " + json.dumps(_stored(customer)), flush=True)
 
 
-def _states(backends: list[int]) -> dict:
-    """What the server says each connection seen so far is doing (pg_stat_activity.state), by number."""
+def _server_states(backends: list[int]) -> dict:
+    """What the server says each connection seen so far is doing: (state, its last statement)."""
     import asyncpg
 
     async def read():
         conn = await asyncpg.connect(os.environ["NB06_DSN"])
         try:
-            rows = await conn.fetch("SELECT pid, state FROM pg_stat_activity WHERE pid = ANY($1::int[])", backends)
-            return {pid: state for pid, state in rows}
+            rows = await conn.fetch("SELECT pid, state, query FROM pg_stat_activity WHERE pid = ANY($1::int[])",
+                                    backends)
+            return {pid: [state, query] for pid, state, query in rows}
         finally:
             await conn.close()
 
     found = _in_a_thread(read)
-    return {str(i): found.get(pid, "closed") for i, pid in enumerate(backends, 1)}
+    return {str(i): found.get(pid, ["closed", ""]) for i, pid in enumerate(backends, 1)}
 
 
-def _served_by(tag: str) -> list[int]:
-    """The server connection (pg_backend_pid) that wrote each of this run's orders, in order."""
+def _stored(customer: str) -> list[list[int]]:
+    """[id, served_by] of every order of `customer` that another connection can see."""
     import asyncpg
 
     async def read():
         conn = await asyncpg.connect(os.environ["NB06_DSN"])
         try:
-            rows = await conn.fetch("SELECT id, served_by FROM orders WHERE customer LIKE $1 ORDER BY id", f"{tag}-%")
+            rows = await conn.fetch("SELECT id, served_by FROM orders WHERE customer = $1 ORDER BY id", customer)
             return [[r[0], r[1]] for r in rows]
         finally:
             await conn.close()
@@ -352,19 +371,23 @@ def _env(server, database: str) -> dict:
     return {"DATABASE_URL": server.url(database), "NB06_DSN": server.with_database(database)}
 
 
+def _died(out) -> str:
+    if out.crashed:
+        return signal.Signals(-out.returncode).name
+    return "still running at the deadline" if out.hung else f"exit {out.returncode}"
+
+
 def replay(package: Path, server, database: str, steps: str, running: bool = False, timeout: float = 30.0) -> dict:
-    """Run `steps` ("r": an API request, "j": a job) in one fresh process; what happened, step by step."""
+    """Run `steps` ("r": an API request, "j": a job) in one fresh process: what happened at each step."""
     params = json.dumps({"package": str(package), "steps": steps, "running": running, "mode": "steps"})
     out = run_isolated(_CHILD.format(notebooks=str(NOTEBOOKS), params=params), timeout=timeout,
                        env=_env(server, database))
-    records = [json.loads(line[5:]) for line in out.stdout.splitlines() if line.startswith("STEP ")]
-    served = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("SERVED ")]
-    run = {"steps": steps, "running": running, "records": records, "served_by": served[0] if served else None,
-           "ended": "ok" if served else ("hung" if out.hung else
-                                         signal.Signals(-out.returncode).name if out.crashed else
-                                         f"exit {out.returncode}"),
-           "stderr": out.stderr}
-    if not served and not out.crashed and not out.hung:
+    lines = out.stdout.splitlines()
+    records = [json.loads(line[5:]) for line in lines if line.startswith("STEP ")]
+    stored = [json.loads(line[7:]) for line in lines if line.startswith("STORED ")]
+    run = {"steps": steps, "running": running, "records": records, "stored": stored[0] if stored else None,
+           "ended": "ok" if stored else _died(out)}
+    if not stored and not out.crashed and not out.hung:
         run["ended"] += ": " + (out.stderr.strip().splitlines() or ["no output"])[-1]
     return run
 
@@ -373,51 +396,52 @@ STEP_NAMES = {"r": "API request", "j": "job"}
 
 
 def report(run: dict, detail: bool = True) -> None:
-    """A replay in words: one line per step, then what the API's requests were served by."""
+    """A replay in words: one line per step, then what the orders table holds."""
+    stored = {order_id for order_id, _ in run["stored"] or []}
+    print("step  what         answer  order in the table  server connection lent")
     for r in run["records"]:
-        conns = ", ".join(
-            f"#{u['connection']} (opened on {u['opened_on']})" for u in r["used"]) or "none"
-        mark = "ok    " if r["outcome"] == "ok" else "FAILED"
-        print(f"{r['n']:>2} {STEP_NAMES[r['step']]:<11} {mark} server connection {conns}")
+        conns = "; ".join(f"#{u['connection']}, opened on {u['opened_on']}" for u in r["used"]) or "none"
+        answer = "ok" if r["outcome"] == "ok" else "FAILED"
+        table = ("yes" if r["id"] in stored else "NO") if "id" in r and run["stored"] is not None else "-"
+        print(f"{r['n']:>3}   {STEP_NAMES[r['step']]:<12} {answer:<7} {table:<19} {conns}")
         if r["outcome"] != "ok" and detail:
-            print(f"      {r['outcome']}")
+            print(f"        {r['outcome']}")
     if run["ended"] != "ok":
-        n = len(run["records"]) + 1
-        print(f"{n:>2} {STEP_NAMES[run['steps'][n - 1]] if n <= len(run['steps']) else '':<11} "
-              f"the process died: {run['ended']}")
+        print(f"{len(run['records']) + 1:>3}   the process died: {run['ended']}")
         return
-    served = run["served_by"] or []
-    print(f"the API's {len(served)} stored orders were written by {len(set(served))} server "
-          f"connection{'s' if len(set(served)) != 1 else ''} (served_by)")
-
-
-_LOOP_COLOURS = {"the API's loop": "tab:blue"}
+    answered = sum("id" in r for r in run["records"])
+    served = {by for _, by in run["stored"]}
+    print(f"the API answered {answered} orders with an id; another connection sees {len(stored)} of them "
+          f"in the orders table, written by {len(served)} server connection{'s' if len(served) != 1 else ''}")
 
 
 def draw_steps(ax, run: dict, title: str) -> None:
-    """One replay as a strip: a step per column, the server connection it was lent on the y axis.
+    """One replay as a strip: a column per step, the server connection lent on the y axis.
 
-    Circles are API requests, squares jobs; the fill is the loop that opened the
-    connection (blue: the API's loop, orange: a job's loop); a red cross marks
-    a step that failed.
+    Circles are API requests and squares jobs; blue is a connection opened on the
+    API's loop, orange one opened on a job's loop; a red cross marks a step that
+    failed, a hollow circle an order answered with an id but missing from the table.
     """
     top = 1
+    stored = {order_id for order_id, _ in run["stored"] or []}
     for r in run["records"]:
         marker = "o" if r["step"] == "r" else "s"
         for u in r["used"]:
-            colour = _LOOP_COLOURS.get(u["opened_on"], "tab:orange")
-            ax.scatter(r["n"], u["connection"], marker=marker, s=140, color=colour, edgecolor="black", zorder=2)
+            opened_here = u["opened_on"] == "the API's loop"
+            ax.scatter(r["n"], u["connection"], marker=marker, s=150, edgecolor="black", zorder=2,
+                       color="tab:blue" if opened_here else "tab:orange")
             top = max(top, u["connection"])
+        y = r["used"][-1]["connection"] if r["used"] else 0
         if r["outcome"] != "ok":
-            y = r["used"][-1]["connection"] if r["used"] else 0
             ax.scatter(r["n"], y, marker="x", s=220, color="tab:red", linewidths=3, zorder=3)
+        elif "id" in r and run["stored"] is not None and r["id"] not in stored:
+            ax.scatter(r["n"], y, marker="o", s=420, facecolor="none", edgecolor="tab:red", linewidths=2, zorder=3)
     if run["ended"] != "ok":
         ax.axvline(len(run["records"]) + 0.5, color="black", linestyle="--")
-        ax.text(len(run["records"]) + 0.6, 0.2, f"process died ({run['ended']})", fontsize=8)
-    ax.set_xticks(range(1, len(run["steps"]) + 1),
-                  [("API" if s == "r" else "job") for s in run["steps"]], fontsize=8)
+        ax.text(len(run["records"]) + 0.6, 0.1, f"process died\n({run['ended']})", fontsize=8)
+    ax.set_xticks(range(1, len(run["steps"]) + 1), [("API" if s == "r" else "job") for s in run["steps"]], fontsize=8)
     ax.set_xlim(0.4, len(run["steps"]) + 0.6)
-    ax.set_ylim(-0.5, top + 0.7)
+    ax.set_ylim(-0.5, top + 0.6)
     ax.set_yticks(range(0, top + 1), ["none"] + [f"#{i}" for i in range(1, top + 1)], fontsize=8)
     ax.set_ylabel("server connection")
     ax.set_title(title, fontsize=9)
@@ -427,26 +451,44 @@ def draw_steps(ax, run: dict, title: str) -> None:
 def legend(fig) -> None:
     from matplotlib.lines import Line2D
 
-    handles = [
-        Line2D([], [], marker="o", linestyle="", markersize=9, color="tab:blue", markeredgecolor="black",
-               label="API request, connection opened on the API's loop"),
-        Line2D([], [], marker="s", linestyle="", markersize=9, color="tab:blue", markeredgecolor="black",
-               label="job, connection opened on the API's loop"),
-        Line2D([], [], marker="o", linestyle="", markersize=9, color="tab:orange", markeredgecolor="black",
-               label="connection opened on a job's loop"),
-        Line2D([], [], marker="x", linestyle="", markersize=10, color="tab:red", markeredgewidth=3,
-               label="the step failed"),
-    ]
-    fig.legend(handles=handles, loc="lower center", ncol=2, frameon=False, fontsize=8)
+    def mark(label, **kw):
+        return Line2D([], [], linestyle="", label=label, **kw)
+
+    fig.legend(handles=[
+        mark("API request on a connection the API's loop opened", marker="o", markersize=9,
+             color="tab:blue", markeredgecolor="black"),
+        mark("job on a connection the API's loop opened", marker="s", markersize=9,
+             color="tab:blue", markeredgecolor="black"),
+        mark("on a connection a job's loop opened", marker="o", markersize=9,
+             color="tab:orange", markeredgecolor="black"),
+        mark("the step failed", marker="x", markersize=10, color="tab:red", markeredgewidth=3),
+        mark("answered with an id, not in the table", marker="o", markersize=13,
+             markerfacecolor="none", markeredgecolor="tab:red", markeredgewidth=2),
+    ], loc="outside lower center", ncol=3, frameon=False, fontsize=8)
 
 
-# --- the production shape, many times ------------------------------------------
+def tally(run: dict) -> dict:
+    """A replay in numbers: jobs and requests that succeeded, orders answered and stored, connections."""
+    records = run["records"]
+    jobs = [r for r in records if r["step"] == "j"]
+    requests = [r for r in records if r["step"] == "r"]
+    stored = run["stored"] or []
+    return {
+        "jobs ok": f"{sum(r['outcome'] == 'ok' for r in jobs)}/{len(jobs)}",
+        "requests ok": f"{sum(r['outcome'] == 'ok' for r in requests)}/{len(requests)}",
+        "orders stored": f"{len(stored)}/{sum('id' in r for r in requests)} answered",
+        "server connections lent": len({u["connection"] for r in records for u in r["used"]}),
+    }
 
-def _in_flight_child(service, jobs, tasks, tag: str) -> None:
+
+# --- the production shape, many times --------------------------------------------
+
+def _in_flight_child(service, jobs, tasks) -> None:
     """Three API clients send requests without pause while five jobs run one after another."""
     import time
 
     seen = {"jobs": Counter(), "requests": Counter()}
+    tag = f"c{os.getpid()}"
 
     async def main():
         stop = asyncio.Event()
@@ -462,7 +504,7 @@ def _in_flight_child(service, jobs, tasks, tag: str) -> None:
                 await asyncio.sleep(0.001)
 
         clients = [asyncio.create_task(client(f"{tag}-shop{i}")) for i in range(3)]
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # requests in flight before the first job starts
         for _ in range(5):
             job_id = jobs.dispatch(tasks.refresh_totals, f"{tag}-shop0")
             deadline = time.monotonic() + 3
@@ -476,12 +518,11 @@ def _in_flight_child(service, jobs, tasks, tag: str) -> None:
 
     asyncio.run(main())
     print("RESULT " + json.dumps(seen), flush=True)
-    os._exit(0)
 
 
 def in_flight(package: Path, server, database: str, runs: int = 40, at_once: int = 2) -> list[dict]:
-    """`runs` runs of the production shape, each in its own process, `at_once` at a time."""
-    params = json.dumps({"package": str(package), "steps": "", "running": True, "mode": "in_flight"})
+    """`runs` runs of the production shape, a process each, `at_once` at a time."""
+    params = json.dumps({"package": str(package), "mode": "in_flight"})
     code = _CHILD.format(notebooks=str(NOTEBOOKS), params=params)
 
     def one(_):
@@ -489,7 +530,7 @@ def in_flight(package: Path, server, database: str, runs: int = 40, at_once: int
         result = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         if out.crashed:
             return {"ended": "crashed", "signal": signal.Signals(-out.returncode).name}
-        if out.hung or not result:
+        if not result:
             return {"ended": "hung" if out.hung else f"exit {out.returncode}"}
         jobs, requests = result[0]["jobs"], result[0]["requests"]
         failed = any(k != "ok" for k in (*jobs, *requests))
@@ -499,32 +540,87 @@ def in_flight(package: Path, server, database: str, runs: int = 40, at_once: int
         return list(pool.map(one, range(runs)))
 
 
-def summarize(results: list[dict]) -> None:
+def summarize(results: list[dict]) -> Counter:
+    """Print how the runs ended, and what failed in those that did not crash; the counts of endings."""
     ended = Counter(r["ended"] for r in results)
-    print(f"{len(results)} runs of the production shape (3 API clients, 5 jobs), each in its own process:")
-    for what in ("no error", "errors", "crashed", "hung"):
-        print(f"  {what:<9} {ended.get(what, 0):>3}")
+    print(f"{len(results)} runs, each in a process of its own:")
+    for what, meaning in (("no error", "every job and every request succeeded"),
+                          ("errors", "some jobs or requests failed, the process lived"),
+                          ("crashed", "the process was killed by a signal"),
+                          ("hung", "still running at the deadline")):
+        print(f"  {ended.get(what, 0):>3}  {what:<9} ({meaning})")
     signals = Counter(r["signal"] for r in results if r["ended"] == "crashed")
     if signals:
-        print("  crashes: " + ", ".join(f"{n} x {s}" for s, n in signals.items()))
+        print("  the crashes: " + ", ".join(f"{s} ({n})" for s, n in signals.items()))
     jobs, requests = Counter(), Counter()
     for r in results:
         jobs.update(r.get("jobs", {}))
         requests.update(r.get("requests", {}))
-    print("in the runs that did not crash:")
-    print(f"  jobs:         {sum(jobs.values())}, of which ok: {jobs.get('ok', 0)}; failed with: "
-          + ("; ".join(f"{k} ({n})" for k, n in jobs.most_common() if k != 'ok') or "nothing"))
-    print(f"  API requests: {sum(requests.values())}, of which ok: {requests.get('ok', 0)}; failed with: "
-          + ("; ".join(f"{k} ({n})" for k, n in requests.most_common() if k != 'ok') or "nothing"))
+    for name, seen in (("jobs", jobs), ("API requests", requests)):
+        failed = "; ".join(f"{k} ({n})" for k, n in seen.most_common() if k != "ok") or "nothing"
+        print(f"{name} in the runs that did not crash: {sum(seen.values())}, ok {seen.get('ok', 0)}, "
+              f"failed with: {failed}")
+    return ended
 
 
-# --- the twin: one global aiohttp session, one asyncio.run per invocation --------
+# --- tests, each in a process of its own, on a fresh database -------------------------
 
-_TWIN_SERVER = """
-import asyncio, threading
+def _test_child(service, jobs, tasks, code: str, test: str) -> None:
+    import asyncpg
+
+    async def read(sql, *args):
+        """A query on a connection of its own (not the service's): the set of the first column."""
+        conn = await asyncpg.connect(os.environ["NB06_DSN"])
+        try:
+            return {row[0] for row in await conn.fetch(sql, *args)}
+        finally:
+            await conn.close()
+
+    namespace = {}
+    exec(compile(code, "<tests>", "exec"), namespace)
+    try:
+        asyncio.run(asyncio.wait_for(namespace[test](service, jobs, tasks, read), 10))
+        outcome = "passed"
+    except AssertionError as exc:
+        outcome = f"FAILED: {exc}"
+    except Exception as exc:  # noqa: BLE001 - the code under test's own error
+        outcome = f"FAILED with {kind(f'{type(exc).__name__}: {exc}')}"
+    print("RESULT " + json.dumps(outcome), flush=True)
+
+
+def run_tests(code: str, package: Path, server, detail: bool = True) -> dict:
+    """Every `test_*` function in `code`, on `package`, each in its own process with a fresh database."""
+    import ast
+
+    names = [n.name for n in ast.parse(code).body
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")]
+    results = {}
+    for test in names:
+        database = f"nb06_{os.getpid()}_t{next(_names)}"
+        _in_a_thread(lambda: _admin(server.dsn, f'CREATE DATABASE "{database}"'))
+        try:
+            _in_a_thread(lambda: _admin(server.with_database(database), SCHEMA))
+            params = json.dumps({"package": str(package), "mode": "test", "code": code, "test": test})
+            out = run_isolated(_CHILD.format(notebooks=str(NOTEBOOKS), params=params), timeout=30,
+                               env=_env(server, database))
+            found = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+            results[test] = found[0] if found else f"FAILED: the process died ({_died(out)})"
+        finally:
+            _in_a_thread(lambda: _admin(server.dsn, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+    return results
+
+
+# --- the twin: a global aiohttp session ---------------------------------------------
+
+# The start of every twin script: an aiohttp server on 127.0.0.1, on a thread of its
+# own inside the same process (so it dies with it), counting the TCP connections it
+# accepted by their (address, port).
+TWIN_SERVER = """
+import asyncio, json, threading, time
+import aiohttp
 from aiohttp import web
 
-peers = set()     # (host, port) of every TCP connection the server accepted
+peers = set()
 
 def start_server():
     ready, box = threading.Event(), {}
@@ -535,15 +631,64 @@ def start_server():
 
     def serve():
         loop = asyncio.new_event_loop()
-        runner = web.AppRunner(web.Application(), access_log=None)
-        runner.app.router.add_get("/", hello)
+        app = web.Application()
+        app.router.add_get("/", hello)
+        runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(runner.setup())
         loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
         box["url"] = "http://127.0.0.1:%d/" % runner.addresses[0][1]
         ready.set()
         loop.run_forever()
 
-    threading.Thread(target=serve, daemon=True).start()   # dies with this process
+    threading.Thread(target=serve, daemon=True).start()
     ready.wait(10)
     return box["url"]
+
+url = start_server()
 """
+
+_TWIN_TIMING = """
+results = {{}}
+for name, invoke in STYLES.items():
+    before = len(peers)
+    invoke()                                   # the first invocation: a cold start, not timed
+    started = time.perf_counter()
+    for _ in range({invocations}):
+        invoke()
+    per_call = (time.perf_counter() - started) / {invocations}
+    results[name] = {{"ms": per_call * 1000, "connections": len(peers) - before}}
+print("RESULT " + json.dumps(results), flush=True)
+"""
+
+
+def twin_timing(code: str, invocations: int = 300) -> dict:
+    """Time each invocation style in `code` (a dict STYLES: name -> function) in one fresh process.
+
+    For each style: milliseconds per invocation (after a first, untimed one) and the
+    TCP connections the server accepted over all `invocations` + 1 of them.
+    """
+    script = TWIN_SERVER + code + _TWIN_TIMING.format(invocations=invocations)
+    out = run_isolated(script, timeout=120)
+    found = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    if not found:
+        raise RuntimeError(f"the timing run ended without a result ({_died(out)}):\n{out.stderr[-2000:]}")
+    return found[0]
+
+
+def draw_twin(result: dict, invocations: int) -> None:
+    import matplotlib.pyplot as plt
+
+    names = list(result)
+    colours = ["tab:red"] + ["tab:green"] * (len(names) - 1)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+    left.barh(names, [result[n]["ms"] for n in names], color=colours)
+    left.set_xlabel("milliseconds per invocation (this machine)")
+    left.invert_yaxis()
+    right.barh(names, [result[n]["connections"] for n in names], color=colours)
+    right.set_xlabel(f"TCP connections the server accepted in {invocations + 1} invocations")
+    right.set_yticks(range(len(names)), [""] * len(names))
+    right.invert_yaxis()
+    for i, n in enumerate(names):
+        right.text(result[n]["connections"], i, f" {result[n]['connections']}", va="center", fontsize=9)
+    right.set_xlim(0, max(result[n]["connections"] for n in names) * 1.15)
+    fig.suptitle("The twin: one asyncio.run per invocation against one loop for the process", fontsize=10)

@@ -1,0 +1,309 @@
+"""The harness of notebook 07 (The queue nobody consumes): real Celery workers on a broker of files.
+
+Every run happens in a fresh Python process (`run_isolated`), so the app is
+imported with its broker chosen before the import, as it is in production,
+and the notebook's kernel never imports it at all. The broker is kombu's
+filesystem transport in a new folder per run: a message is a file,
+`queue/<timestamp>_<uuid>.<queue>.msg`, until a worker takes it.
+
+- `worker_commands(package, deploy)`: the Celery worker command lines of a
+  Procfile, as the platform reads it (one `name: command` per line).
+- `variant(package, decoy)`: the package with one of the kata's decoys (a
+  wrong fix from tests/decoys/silent-queue/) laid over it, in a temp folder.
+- `child(package, code)`: run `code` in a fresh process where `app` is the
+  package's Celery app, pointed at a fresh broker folder (`broker`);
+  `said(out)` prints what it printed.
+- `deploy(package, commands, sends, watch, then)`: start real workers from
+  `commands` (`loopkata.celery_workers`: each in its own process group,
+  killed on the way out), send `sends` by task name, and poll every task's
+  state for `watch` seconds (`until_done`: stop once all are done). With
+  `then`, the first workers are stopped and `then`'s workers start on the
+  same broker, like a redeploy, with the states watched while they start.
+  Returns what happened as a dict: the states over time, the queues each
+  worker's banner lists, the tasks each worker registered, the log lines
+  about each task, and the messages left in the broker per queue.
+- `report(run)` says a run in words; `done_at(run)` is when each task
+  finished; `draw(ax, run, title)` and `legend(fig)` draw it.
+
+Nothing here is the kata's fix: the deploy files and the guard under test are
+the pristine starter's, or a decoy's laid over them.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from loopkata import run_isolated
+
+NOTEBOOKS = Path(__file__).resolve().parents[1]
+DECOYS = NOTEBOOKS.parent / "tests" / "decoys" / "silent-queue"
+
+CELERY = "celery -A reports.celery_app worker"
+# (label, task name, args, kwargs): one task of every kind the app knows.
+EVERY_KIND = [
+    ("schema sync", "schema.sync_source", [1], {}),
+    ("question", "insight.answer", ["which source grew fastest?"], {}),
+    ("weekly digest", "digest.send", ["ada"], {}),
+]
+DONE = ("SUCCESS", "FAILURE")
+COLOURS = {"PENDING": "#d4a72c", "SUCCESS": "#1a7f37", "FAILURE": "#cf222e"}
+
+_workspace: list[Path] = []
+
+
+def _temp(prefix: str) -> Path:
+    if not _workspace:
+        _workspace.append(Path(tempfile.mkdtemp(prefix="loopkata-nb07-")))
+        atexit.register(shutil.rmtree, _workspace[0], ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_workspace[0]))
+
+
+def worker_commands(package: Path, deploy: str = "Procfile") -> list[str]:
+    """The command lines of the Celery workers a Procfile starts (`name: command`, one per line)."""
+    from loopkata.celery_workers import celery_args
+
+    lines = (Path(package) / deploy).read_text().splitlines()
+    commands = [line.split(":", 1)[1].strip() for line in lines if ":" in line and not line.lstrip().startswith("#")]
+    return [c for c in commands if celery_args(c) is not None]
+
+
+def variant(package: Path, decoy: str) -> Path:
+    """A copy of `package` with the decoy tests/decoys/silent-queue/<decoy>/ laid over it."""
+    folder = _temp(decoy + "-") / Path(package).name
+    shutil.copytree(package, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for f in (DECOYS / decoy).iterdir():
+        if f.is_file() and f.name != "__init__.py":  # a decoy's __init__ is its docstring: why it is wrong
+            shutil.copy2(f, folder / f.name)
+    return folder
+
+
+# Runs first in every child: a fresh broker folder, chosen before the app is imported
+# (it reads the environment at import), and `reports` on the path as the package.
+_PRELUDE = r"""
+import json, os, sys, tempfile, time
+from pathlib import Path
+for key in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
+    os.environ.pop(key, None)                  # always the broker of files, never a server
+from loopkata import celery_workers
+_tmp = Path(tempfile.mkdtemp(prefix="loopkata-nb07-run-"))
+broker = _tmp / "broker"
+os.environ.update(celery_workers.broker_env(broker))
+where = _tmp / "app"                           # `-A reports.celery_app` imports the package as `reports`
+where.mkdir()
+(where / "reports").symlink_to(PACKAGE, target_is_directory=True)
+sys.path.insert(0, str(where))
+from reports.celery_app import app
+
+def waiting_messages():
+    "Message files still in the broker, per queue (a file is named <ts>_<uuid>.<queue>.msg)."
+    found = {}
+    for message in sorted((broker / "queue").glob("*.msg")):
+        queue = message.name.rsplit(".", 2)[-2]
+        found[queue] = found.get(queue, 0) + 1
+    return found
+
+def message_files():
+    "Each waiting message file: its name (timestamp and uuid masked) and what it carries."
+    found = []
+    for message in sorted((broker / "queue").glob("*.msg"), key=lambda m: (m.name.rsplit(".", 2)[-2], m.name)):
+        doc = json.loads(message.read_text())
+        found.append({
+            "file": "queue/<timestamp>_<uuid>." + ".".join(message.name.rsplit(".", 2)[-2:]),
+            "task": doc["headers"]["task"], "args": doc["headers"]["argsrepr"],
+            "routing_key": doc["properties"]["delivery_info"]["routing_key"],
+        })
+    return found
+"""
+
+
+def child(package: Path, code: str, timeout: float = 30.0):
+    """Run `code` in a fresh process where `app` is `package`'s Celery app on a fresh broker."""
+    head = f"PACKAGE = {str(Path(package).resolve())!r}\n"
+    return run_isolated(head + _PRELUDE + code, timeout=timeout)
+
+
+def said(out) -> None:
+    """What a child printed. Libraries' warnings on stderr are left out, unless the child failed."""
+    print(out.stdout.rstrip())
+    if out.returncode != 0:
+        out.show()
+        raise RuntimeError("the child did not finish")
+
+
+_DEPLOY = r"""
+from loopkata.celery_workers import running, start
+
+def banner_tasks(worker):
+    "The task names a worker lists under [tasks] in its banner: what it knows how to run."
+    names, inside = [], False
+    for line in worker.lines:
+        if line.strip() == "[tasks]":
+            inside = True
+        elif inside and line.strip().startswith(". "):
+            names.append(line.strip()[2:])
+        elif inside and names:
+            break
+    return names
+
+timeline, phases, workers_seen, sent, api = [], [], [], [], {}
+t0 = None
+
+def poll(seconds, starting=(), tail=0.3):
+    "Every task's state every EVERY s, for `seconds` (or until all are done and `tail` s more)."
+    end, ready = time.perf_counter() + seconds, None
+    while True:
+        states = [app.AsyncResult(task_id).state for _, task_id in sent]
+        now = time.perf_counter()
+        timeline.append([now - t0, states])
+        if ready is None and all(any(l.endswith(" ready.") for l in w.lines) for w in starting):
+            ready = now - t0                   # when the last of `starting` said it was ready
+        if UNTIL_DONE and all(s in ("SUCCESS", "FAILURE") for s in states):
+            end = min(end, now + tail)
+        if now >= end:
+            return ready
+        time.sleep(EVERY)
+
+def stamp(line):
+    "The time a log line was written, in seconds ('[2024-05-01 12:00:00,123: INFO/...')."
+    from datetime import datetime
+    return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+def describe(workers):
+    names = list(dict.fromkeys(s[1] for s in SENDS))
+    for w in workers:
+        lines = [l for l in w.lines if "Task " in l]
+        ready = next((stamp(l) for l in w.lines if l.endswith(" ready.")), None)
+        workers_seen.append({
+            "phase": len(phases), "command": w.command, "queues": sorted(w.queues() or []), "tasks": banner_tasks(w),
+            "log": {name: sum(f"Task {name}[" in l for l in lines) for name in names},
+            # by the worker's own log: seconds from "ready." to each "succeeded" line, per task name
+            "succeeded_after_ready": {name: [stamp(l) - ready for l in lines if f"Task {name}[" in l
+                                             and "succeeded" in l] for name in names},
+        })
+
+if API:                                         # the service's own API, served in this process
+    from fastapi.testclient import TestClient
+    from reports.web import app as web
+    client = TestClient(web)
+with running(COMMANDS, pythonpath=where, env={}) as workers:
+    t0 = time.perf_counter()
+    for label, name, args, kwargs in SENDS:
+        sent.append((label, app.send_task(name, args=args, kwargs=kwargs).id))
+        time.sleep(0.02)                       # the broker of files orders messages by their millisecond
+    if API:
+        answer = client.post("/sources/1/sync")
+        sent.append(("schema sync via the API", answer.json()["job"]))
+        api["post"] = [answer.status_code, sorted(answer.json())]
+    poll(WATCH)
+    describe(workers)
+phases.append({"commands": COMMANDS, "from": 0.0, "waiting": waiting_messages(), "files": message_files()})
+if THEN:
+    started = time.perf_counter() - t0
+    # Not `running`, which returns only once the workers are ready: the states are
+    # watched while the new workers start, as they would be during a redeploy.
+    workers = []
+    try:
+        for n, command in enumerate(THEN):
+            workers.append(start(command, pythonpath=where, env={}, name=f"redeployed{n}", wait=False))
+        ready = poll(THEN_WATCH, starting=workers)
+        for w in workers:
+            w.wait_ready()                     # raises, with what it printed, if a worker never started
+        if ready is None:
+            ready = time.perf_counter() - t0
+        describe(workers)
+    finally:
+        for w in workers:
+            w.stop()
+    phases.append({"commands": THEN, "from": started, "ready": ready, "waiting": waiting_messages(),
+                   "files": message_files()})
+if API:
+    api["get"] = {label: client.get(f"/jobs/{task_id}").json()["state"] for label, task_id in sent}
+print(json.dumps({
+    "sends": [list(s) for s in SENDS] + ([["schema sync via the API", "schema.sync_source", [1], {}]] if API else []),
+    "timeline": timeline, "phases": phases, "workers": workers_seen, "api": api,
+    "routes": {name: app.amqp.router.route({}, name)["queue"].name for _, name, _, _ in SENDS},
+    "default_queue": app.conf.task_default_queue,
+}))
+"""
+
+
+def deploy(package: Path, commands: list, sends=EVERY_KIND, watch: float = 2.0,
+           then: list | None = None, then_watch: float = 1.5, api: bool = False, every: float = 0.05,
+           until_done: bool = False) -> dict:
+    """Start workers from `commands`, send `sends` by name, watch every state for `watch` s (then redeploy).
+
+    `until_done`: stop watching as soon as every task has finished."""
+    head = (f"COMMANDS, THEN, SENDS = {json.dumps(list(commands))}, {json.dumps(list(then or []))}, {json.dumps(sends)}\n"
+            f"WATCH, THEN_WATCH, EVERY, API, UNTIL_DONE = {watch}, {then_watch}, {every}, {api}, {until_done}\n")
+    budget = watch + (then_watch + 20 if then else 0) + 40
+    out = child(package, head + _DEPLOY, timeout=budget)
+    if out.returncode != 0:
+        out.show()
+        raise RuntimeError("the run did not finish")
+    run = json.loads(out.stdout.strip().splitlines()[-1])
+    run["labels"] = [s[0] for s in run["sends"]]
+    return run
+
+
+def done_at(run: dict) -> dict:
+    """label -> seconds after sending when the task's state was first SUCCESS or FAILURE (None: never)."""
+    found = {}
+    for i, label in enumerate(run["labels"]):
+        found[label] = next((t for t, states in run["timeline"] if states[i] in DONE), None)
+    return found
+
+
+def final_states(run: dict) -> dict:
+    return dict(zip(run["labels"], run["timeline"][-1][1]))
+
+
+def report(run: dict, times: bool = True) -> None:
+    """A run in words: the workers, each task's queue and fate, the messages left waiting."""
+    for n, phase in enumerate(run["phases"]):
+        at = f" at {phase['from']:.1f} s" if times and phase["from"] else (" later" if phase["from"] else "")
+        print(f"workers started{at}:")
+        for w in [w for w in run["workers"] if w["phase"] == n]:
+            print(f"  `{w['command']}`  consumes: {', '.join(w['queues'])}")
+    print("tasks:")
+    finished, final = done_at(run), final_states(run)
+    routes = run["routes"]
+    for label, name, *_ in run["sends"]:
+        queue = routes[name]
+        when = f", done {finished[label]:.1f} s after it was sent" if times and finished[label] is not None else ""
+        print(f"  {label:<24} {name:<20} queue {queue!r:<10} {final[label]}{when}")
+    left = run["phases"][-1]["waiting"]
+    print("messages still waiting in the broker:", ", ".join(f"{n} in {q!r}" for q, n in sorted(left.items())) or "none")
+
+
+def draw(ax, run: dict, title: str = "") -> None:
+    """Each task's state over time, one bar per task: amber while PENDING, green once done."""
+    times = [t for t, _ in run["timeline"]]
+    for row, label in enumerate(run["labels"]):
+        states = [s[row] for _, s in run["timeline"]]
+        begin = 0
+        for k in range(1, len(states) + 1):
+            if k == len(states) or states[k] != states[begin]:
+                start, end = (times[begin] if begin else 0.0), times[min(k, len(times) - 1)]
+                ax.barh(row, end - start, left=start, height=0.55,
+                        color=COLOURS.get(states[begin], "#57606a"))
+                begin = k
+    for phase in run["phases"][1:]:
+        ax.axvline(phase["from"], color="#0969da", ls="--", lw=1.2)
+        ax.text(phase["from"], len(run["labels"]) - 0.4, " redeployed with -Q", color="#0969da", fontsize=8,
+                va="bottom")
+    ax.set_yticks(range(len(run["labels"])), run["labels"])
+    ax.set_ylim(-0.6, len(run["labels"]) - 0.1)
+    ax.invert_yaxis()
+    ax.set_xlim(0, times[-1])
+    ax.set_xlabel("seconds after the tasks were sent")
+    ax.set_title(title, fontsize=10)
+
+
+def legend(fig) -> None:
+    from matplotlib.patches import Patch
+
+    fig.legend(handles=[Patch(color=COLOURS["PENDING"], label="PENDING"), Patch(color=COLOURS["SUCCESS"], label="SUCCESS")],
+               loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.5, -0.02))
