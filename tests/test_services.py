@@ -7,6 +7,7 @@ its owner died included) without mistaking another test's for its own.
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -107,7 +108,7 @@ def test_two_owners_at_once_run_two_servers():
 
 def test_a_check_leaves_no_process_behind():
     """a check of the database kata stops its server and every scenario process it started"""
-    mark, env = marked_env(LOOPKATA_STATE=os.environ["LOOPKATA_STATE"])
+    mark, env = marked_env(LOOPKATA_STATE=tempfile.mkdtemp(prefix="loopkata-services-"))
     done = subprocess.run([sys.executable, "-m", "loopkata", "check", "cross-loop-pool", "--impl",
                            "katas/06_cross_loop_pool"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert "attached to a different loop" in done.stdout, f"expected the starter's symptom, got:\n{done.stdout[-1500:]}"
@@ -135,7 +136,7 @@ def test_a_server_that_cannot_start_is_one_paragraph(monkeypatch):
 ])
 def test_a_bad_database_url_is_one_paragraph(url, said):
     """DATABASE_URL pointing at something that is not a usable PostgreSQL gives one paragraph, not a traceback"""
-    mark, env = marked_env(DATABASE_URL=url, LOOPKATA_STATE=os.environ["LOOPKATA_STATE"])
+    mark, env = marked_env(DATABASE_URL=url, LOOPKATA_STATE=tempfile.mkdtemp(prefix="loopkata-services-"))
     done = subprocess.run([sys.executable, "-m", "loopkata", "check", "cross-loop-pool"], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=120)
     assert said in done.stdout, f"expected a paragraph saying {said!r}, got:\n{done.stdout[-1500:]}"
@@ -223,7 +224,7 @@ def test_a_celery_worker_dies_with_the_process_that_started_it():
 
 def test_a_check_of_the_celery_kata_leaves_no_worker_behind():
     """a check of the Celery kata stops every worker it started"""
-    mark, env = marked_env(LOOPKATA_STATE=os.environ["LOOPKATA_STATE"])
+    mark, env = marked_env(LOOPKATA_STATE=tempfile.mkdtemp(prefix="loopkata-services-"))
     done = subprocess.run([sys.executable, "-m", "loopkata", "check", "silent-queue", "--impl",
                            "katas/07_silent_queue"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert "still PENDING" in done.stdout, f"expected the starter's symptom, got:\n{done.stdout[-1500:]}"
