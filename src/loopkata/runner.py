@@ -14,14 +14,14 @@ import re
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import services
-from . import catalogue
+from . import catalogue, services
 from .catalogue import Kata
 from .repro import plain_env
 from .testing import describe_frames, display_path
@@ -215,7 +215,11 @@ def _snapshot(kata: Kata, impl: Path, tmp: Path) -> tuple[Path, dict[str, str], 
             # the child names files relative to the project, this process relative to its cwd
             names[os.path.relpath(target, kata.root)] = os.path.relpath(f, kata.root)
             names[display_path(target)] = display_path(f)
-            names[str(target)] = str(f)
+            names[str(target)] = os.path.relpath(f, kata.root) if kata.root in f.resolve().parents else str(f)
+    # A message quoting a repr (an asyncio Task's "running at FILE") names library files by
+    # where this machine keeps them; say which library instead.
+    for key, shown in (("purelib", "<site-packages>"), ("stdlib", "<python>")):
+        names[sysconfig.get_paths()[key]] = shown
     # The relative spelling of a copy contains its absolute one: replace the longer first.
     names = dict(sorted(names.items(), key=lambda kv: -len(kv[0])))
     return copy, names, held
