@@ -10,7 +10,6 @@ a real broker instead.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shlex
 import signal
@@ -19,6 +18,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from .services import die_with_parent
 
 READY_TIMEOUT = 15.0
 # What makes a worker quick to start and stop; queue options are the deploy file's own.
@@ -44,11 +45,6 @@ def celery_args(command: str | list) -> list[str] | None:
             rest = args[i + 1:]
             return rest if "worker" in rest else None
     return None
-
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class Worker:
@@ -106,7 +102,7 @@ def start(command: str | list, *, pythonpath: Path, env: dict, name: str = "work
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", *args, *FAST, f"--hostname={name}.{os.getpid()}@%h"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-        start_new_session=True, preexec_fn=_die_with_parent, env=full_env, cwd=pythonpath,
+        start_new_session=True, preexec_fn=die_with_parent(signal.SIGKILL), env=full_env, cwd=pythonpath,
     )
     worker = Worker(shown, process)
     if wait:

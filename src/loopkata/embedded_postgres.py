@@ -18,7 +18,6 @@ Durability is off (fsync, full-page writes): every database here is scratch.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import importlib.util
 import os
@@ -30,8 +29,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from .services import die_with_parent
+
 START_TIMEOUT = 20.0
-_PR_SET_PDEATHSIG = 1
 
 
 class StartError(Exception):
@@ -55,12 +55,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    # Runs in the child after it changed user (a change of user clears the setting).
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
 
 
 def _run_as() -> dict:
@@ -200,7 +194,7 @@ def start(base: Path) -> Server:
                      "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
                      "-c", "shared_buffers=16MB", "-c", "huge_pages=off", "-c", "max_connections=200"],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                    preexec_fn=_die_with_parent, **run_as,
+                    preexec_fn=die_with_parent(signal.SIGINT), **run_as,
                 )
             try:
                 _wait_ready(slot / "data", process, log)

