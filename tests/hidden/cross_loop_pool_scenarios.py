@@ -261,8 +261,6 @@ def main() -> None:
         out = {"hang": str(exc), "stacks": "\n".join(s for s in (exc.stacks, others) if s)}
     except Exception as exc:  # noqa: BLE001 - the learner's, said as it is
         out = {"failed": f"the scenario failed with {said(exc)}"}
-        if os.environ.get("LOOPKATA_SCENARIO_DEBUG"):
-            traceback.print_exc()
     print(RESULT + json.dumps(out), flush=True)
     os._exit(0)  # job threads stuck on the learner's locks must not keep the process alive
 
