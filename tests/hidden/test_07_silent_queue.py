@@ -145,6 +145,9 @@ def test_a_slow_question_does_not_hold_up_a_schema_sync(kata, tmp_path, broker):
     with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}):
         for n in range(2):
             app.send_task("insight.answer", args=[f"question {n}"], kwargs={"think_seconds": 2.0})
+            # The broker of files orders messages by their millisecond, then by a random id:
+            # without a pause, the sync sent in the same millisecond could be taken first.
+            time.sleep(0.02)
         sync = app.send_task("schema.sync_source", args=[7]).id
         state = wait_for(app, {"schema.sync_source": sync}, 1.2)["schema.sync_source"]
     assert state == "SUCCESS", (
