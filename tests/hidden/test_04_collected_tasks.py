@@ -88,10 +88,21 @@ class PriceStore:
         self._ready.set()
         try:
             await self._stop.wait()
+            await self._take_the_backlog()
         finally:
             if watcher is not None:
                 watcher.cancel()
             server.close()
+
+    async def _take_the_backlog(self):
+        # A client can connect and stop us before this thread gets the GIL back: its
+        # connections then wait in the listen backlog. Take them before closing, so the
+        # events tell the whole story (quiet for two rounds: nothing more is coming).
+        seen = -1
+        while seen != self._connections:
+            seen = self._connections
+            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)
 
     async def _release_when_loaded(self):
         loop = asyncio.get_running_loop()
