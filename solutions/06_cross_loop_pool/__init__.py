@@ -15,7 +15,9 @@ and once in a while the whole process died.
 Your task, in `db.py`, `jobs.py` and `tasks.py` (the API in `service.py` is fine):
 - a job succeeds after API requests, and while API requests are in flight,
   twenty times in a row;
-- jobs leave no connection open behind them;
+- `jobs.dispatch()` still returns at once: the API answers while a job runs;
+- jobs leave no connection open behind them, and close what they open
+  themselves (not the garbage collector);
 - the API keeps reusing its pooled connections: a request must not pay for a
   new connection.
 

@@ -129,6 +129,11 @@ def test_jobs_while_requests_are_in_flight_succeed(kata, database):
     run_scenario(kata, database, "in_flight", "jobs ran in a thread while API requests were in flight")
 
 
+def test_the_api_answers_while_a_job_runs(kata, database):
+    """dispatching a job returns at once, and the API answers requests while the job runs"""
+    run_scenario(kata, database, "api_answers_during_a_job", "a job ran while the API was asked for a total")
+
+
 def test_twenty_jobs_in_a_row_succeed(kata, database):
     """twenty jobs in a row succeed"""
     run_scenario(kata, database, "twenty_in_a_row", "twenty jobs ran one after another")
