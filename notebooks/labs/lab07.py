@@ -89,6 +89,8 @@ for key in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
     os.environ.pop(key, None)                  # always the broker of files, never a server
 from loopkata import celery_workers
 _tmp = Path(tempfile.mkdtemp(prefix="loopkata-nb07-run-"))
+import atexit, shutil
+atexit.register(shutil.rmtree, _tmp, ignore_errors=True)   # the broker's files and the app's link go with the child
 broker = _tmp / "broker"
 os.environ.update(celery_workers.broker_env(broker))
 where = _tmp / "app"                           # `-A reports.celery_app` imports the package as `reports`

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from .scan.celery_routes import celery_args  # noqa: F401 - one reading of a worker command, shared
 from .services import die_with_parent
 
 READY_TIMEOUT = 15.0
@@ -35,16 +35,6 @@ def broker_env(folder: Path) -> dict:
     if os.environ.get("CELERY_BROKER_URL"):
         return {}
     return {"CELERY_BROKER_URL": "filesystem://", "CELERY_BROKER_FOLDER": str(folder), "CELERY_RESULT_BACKEND": ""}
-
-
-def celery_args(command: str | list) -> list[str] | None:
-    """The arguments after `celery` in a worker command line, or None if it starts no Celery worker."""
-    args = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
-    for i, arg in enumerate(args):
-        if Path(arg).name == "celery" or (arg == "celery" and i > 0 and args[i - 1] == "-m"):
-            rest = args[i + 1:]
-            return rest if "worker" in rest else None
-    return None
 
 
 class Worker:

@@ -1,4 +1,4 @@
-"""The `loopkata` command: list, check, hint, reset, restore, solution, watch, progress."""
+"""The `loopkata` command: list, check, hint, reset, restore, solution, watch, progress, scan."""
 from __future__ import annotations
 
 import argparse
@@ -235,6 +235,21 @@ def cmd_progress(args) -> int:
     return 0
 
 
+def cmd_scan(args) -> int:
+    from . import scan
+    from .scan import output
+
+    try:
+        select, ignore = scan.rule_ids(args.select), scan.rule_ids(args.ignore)
+    except scan.BadSelection as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    report = scan.scan(args.paths, select, ignore)
+    rules = {r: d for r, d in scan.RULES.items() if r in ((select or set(scan.RULES)) - (ignore or set()))}
+    print(output.FORMATS[args.format](report, rules))
+    return 1 if report.findings else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loopkata", description="Katas for the asyncio bugs that only show in production.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -269,6 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("progress", help="solved / attempted / untouched")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_progress)
+    s = sub.add_parser("scan", help="find the collection's bugs in your own code (exit 1 if any)",
+                       description="Find the bugs the katas teach in your own code: LK01-LK07, one per kata.")
+    s.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or folders (default: .)")
+    s.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    s.add_argument("--select", help="only these rules, comma-separated (LK01,LK04; a prefix like LK0 works)")
+    s.add_argument("--ignore", help="skip these rules, comma-separated")
+    s.set_defaults(func=cmd_scan)
     return p
 
 

@@ -8,14 +8,15 @@ guard on deploy files it has not seen. Every worker is killed with its
 process group when the test ends, whatever happened.
 """
 import os
+import shlex
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from loopkata import celery_workers
+from loopkata.scan import celery_routes
 
 TASKS = {  # name -> args: one task of every kind the app routes
     "schema.sync_source": [1],
@@ -51,13 +52,7 @@ def importable(kata, tmp_path) -> Path:
 
 def worker_commands(deploy_file: Path) -> list:
     """The commands of the file's Celery workers (a Procfile's lines, a compose file's services)."""
-    if deploy_file.suffix in (".yml", ".yaml"):
-        services = (yaml.safe_load(deploy_file.read_text()) or {}).get("services") or {}
-        commands = [s.get("command") for s in services.values() if isinstance(s, dict) and s.get("command")]
-    else:
-        commands = [line.split(":", 1)[1].strip() for line in deploy_file.read_text().splitlines()
-                    if ":" in line and not line.lstrip().startswith("#")]
-    return [c for c in commands if celery_workers.celery_args(c) is not None]
+    return [shlex.join(c.args) for c in celery_routes.worker_commands(deploy_file)]
 
 
 def purge(app) -> None:
@@ -207,7 +202,13 @@ def test_the_guard_reads_every_spelling_of_the_queue_option(kata, tmp_path):
 
 
 def test_the_guard_counts_every_worker_service(kata, tmp_path):
-    """the guard counts every worker in a compose file: two that split the queues cover them all"""
+    """the guard counts every worker in a Procfile and in a compose file: two that split the queues cover them all"""
+    procfile = (PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q insight,celery --loglevel=INFO\n"
+                "schema_worker: celery -A reports.celery_app worker -Q schema --loglevel=INFO\n")
+    expect(guard(kata, tmp_path, "Procfile", procfile), set(),
+           "a Procfile with two workers, one on 'insight,celery' and one on 'schema'")
+    expect(guard(kata, tmp_path, "Procfile", procfile.replace("-Q insight,celery", "-Q celery")), {"insight"},
+           "a Procfile whose two workers consume 'celery' and 'schema' only")
     compose = """
         services:
           web:

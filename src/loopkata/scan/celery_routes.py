@@ -1,0 +1,296 @@
+"""Celery workers in deploy files, and the queues they consume (rule LK07).
+
+One reading of "which queues does this deploy consume", shared by `loopkata scan`,
+kata 07's reference guard and its hidden tests: the worker command lines of a
+Procfile, a docker-compose file, Kubernetes manifests and systemd units, each
+with the line it is on, and the queue options of a `celery ... worker` command.
+The app's routes are read from the source without importing it (a scan must
+not run a team's code).
+"""
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_QUEUE = "celery"  # Celery's own default for task_default_queue
+
+
+@dataclass(frozen=True)
+class Command:
+    """One process command found in a deploy file: its arguments and the line it is on."""
+    args: tuple[str, ...]
+    line: int
+
+
+def celery_args(command: str | list) -> list[str] | None:
+    """The arguments after `celery` in a command line, or None if it starts no Celery worker."""
+    try:
+        args = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    except ValueError:  # unbalanced quotes: not a command we can read
+        return None
+    for i, arg in enumerate(args):
+        if Path(arg).name == "celery" or (arg == "celery" and i > 0 and args[i - 1] == "-m"):
+            rest = args[i + 1:]
+            return rest if "worker" in rest else None
+    return None
+
+
+def consumed_queues(command: str | list, default_queue: str = DEFAULT_QUEUE) -> set[str] | None:
+    """The queues a `celery ... worker` command consumes; None if it is not a Celery worker."""
+    args = celery_args(command)
+    if args is None:
+        return None
+    for i, arg in enumerate(args):
+        if arg in ("-Q", "--queues") and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--queues="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-Q") and len(arg) > 2:
+            value = arg[2:]
+        else:
+            continue
+        return {q.strip() for q in value.split(",") if q.strip()}
+    return {default_queue}  # no queue option: the default queue only
+
+
+# --- worker commands in deploy files ---------------------------------------------
+
+_SHELLS = {"sh", "bash", "dash", "zsh", "ash"}
+
+
+def _unwrap(args: list[str]) -> list[list[str]]:
+    """`sh -c "a && celery ... worker"` runs several commands: each of them; else the command itself."""
+    if args and Path(args[0]).name in _SHELLS and "-c" in args[:-1]:
+        script = args[args.index("-c") + 1]
+        parts = re.split(r"&&|\|\||;|\n", script)
+        found = []
+        for part in parts:
+            try:
+                found.append(shlex.split(part))
+            except ValueError:
+                continue
+        return [p for p in found if p]
+    return [args]
+
+
+def _as_args(value) -> list[str] | None:
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError:
+            return None
+    if isinstance(value, list):
+        return [str(a) for a in value]
+    return None
+
+
+def _procfile(text: str) -> list[Command]:
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if ":" in line and not line.lstrip().startswith("#"):
+            args = _as_args(line.split(":", 1)[1])
+            if args:
+                found.append(Command(tuple(args), number))
+    return found
+
+
+def _systemd(text: str) -> list[Command]:
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        key, _, value = line.strip().partition("=")
+        if key.strip() == "ExecStart":
+            args = _as_args(value.strip().lstrip("-@:+!"))
+            if args:
+                found.append(Command(tuple(args), number))
+    return found
+
+
+def _yaml_nodes(text: str):
+    """Every document of a YAML file as PyYAML nodes (they keep their line numbers)."""
+    import yaml
+
+    return list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+
+
+def _plain(node):
+    import yaml
+
+    return yaml.SafeLoader("").construct_object(node, deep=True) if node is not None else None
+
+
+def _mapping(node) -> dict:
+    """A mapping node's items by key, as nodes."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def _yaml(text: str) -> list[Command]:
+    """Compose services' commands, and every container's command + args in Kubernetes manifests."""
+    import yaml
+
+    found = []
+    for document in _yaml_nodes(text):
+        top = _mapping(document)
+        for service in _mapping(top.get("services")).values():
+            fields = _mapping(service)
+            node = fields.get("command")
+            args = (_as_args(_plain(fields["entrypoint"])) or []) if "entrypoint" in fields else []
+            args += _as_args(_plain(node)) or [] if node is not None else []
+            if args:
+                found.append(Command(tuple(args), (node or fields["entrypoint"]).start_mark.line + 1))
+        stack = [document] if "kind" in top else []
+        while stack:  # Kubernetes: containers may sit at any depth (Deployment, CronJob, Pod...)
+            node = stack.pop()
+            if isinstance(node, yaml.MappingNode):
+                for key, value in node.value:
+                    if getattr(key, "value", None) in ("containers", "initContainers") \
+                            and isinstance(value, yaml.SequenceNode):
+                        for container in value.value:
+                            fields = _mapping(container)
+                            args = (_as_args(_plain(fields.get("command"))) or []) + \
+                                   (_as_args(_plain(fields.get("args"))) or [])
+                            where = fields.get("command") or fields.get("args")
+                            if args and where is not None:
+                                found.append(Command(tuple(args), where.start_mark.line + 1))
+                    else:
+                        stack.append(value)
+            elif isinstance(node, yaml.SequenceNode):
+                stack.extend(node.value)
+    return found
+
+
+def is_deploy_file(path: Path) -> bool:
+    """Could `path` start processes: a Procfile, a YAML file, a systemd unit."""
+    name = path.name
+    return name == "Procfile" or name.startswith("Procfile.") or path.suffix in (".yml", ".yaml", ".service")
+
+
+def commands(deploy_file: str | Path) -> list[Command]:
+    """Every process command a deploy file starts, shell wrappers opened, each with its line."""
+    path = Path(deploy_file)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yml", ".yaml"):
+        raw = _yaml(text)
+    elif path.suffix == ".service":
+        raw = _systemd(text)
+    else:
+        raw = _procfile(text)
+    return [Command(tuple(args), c.line) for c in raw for args in _unwrap(list(c.args))]
+
+
+def worker_commands(deploy_file: str | Path) -> list[Command]:
+    """The commands in `deploy_file` that start a Celery worker."""
+    return [c for c in commands(deploy_file) if celery_args(list(c.args)) is not None]
+
+
+# --- routes, read from the source --------------------------------------------------
+
+@dataclass(frozen=True)
+class Routes:
+    """What a Celery configuration routes: queue -> (file, line) of the route; the default queue."""
+    queues: dict
+    default_queue: str
+    where: tuple[str, int] | None  # the task_routes setting
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level NAME = "string" assignments (a queue name is often kept in one)."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = node.value.value
+    return found
+
+
+def _string(node, constants: dict) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    return None
+
+
+def _route_queues(node, constants: dict) -> list[tuple[str, int]]:
+    """The queues named by a task_routes value: a dict of pattern -> {"queue": q} or q, or a list of those."""
+    tables = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+    found = []
+    for table in tables:
+        if not isinstance(table, ast.Dict):
+            continue
+        for route in table.values:
+            if isinstance(route, ast.Dict):
+                for key, value in zip(route.keys, route.values):
+                    if key is not None and _string(key, constants) == "queue":
+                        queue = _string(value, constants)
+                        if queue:
+                            found.append((queue, value.lineno))
+            else:
+                queue = _string(route, constants)
+                if queue:
+                    found.append((queue, route.lineno))
+    return found
+
+
+def _settings(tree: ast.Module):
+    """(name, value node) of every Celery setting given in this module:
+    `app.conf.update(name=...)`, `app.conf.name = ...`, `Celery(..., name=...)`,
+    and a celeryconfig module's top-level `name = ...`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            is_update = isinstance(func, ast.Attribute) and func.attr == "update" \
+                and isinstance(func.value, ast.Attribute) and func.value.attr == "conf"
+            is_app = (isinstance(func, ast.Name) and func.id == "Celery") or \
+                (isinstance(func, ast.Attribute) and func.attr == "Celery")
+            if is_update or is_app:
+                for keyword in node.keywords:
+                    if keyword.arg:
+                        yield keyword.arg, keyword.value
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute) \
+                        and target.value.attr == "conf":
+                    yield target.attr, node.value
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id in ("task_routes", "task_default_queue"):
+                    yield target.id, node.value
+
+
+def routes_in(tree: ast.Module, filename: str) -> Routes | None:
+    """The routes a module configures, or None if it sets no task_routes."""
+    constants = _constants(tree)
+    queues, default, where = {}, None, None
+    for name, value in _settings(tree):
+        if name == "task_routes":
+            where = (filename, value.lineno)
+            for queue, line in _route_queues(value, constants):
+                queues.setdefault(queue, (filename, line))
+        elif name == "task_default_queue":
+            default = _string(value, constants) or default
+    if where is None:
+        return None
+    return Routes(queues, default or DEFAULT_QUEUE, where)
+
+
+def unconsumed(routes: Routes, deploy_file: str | Path) -> tuple[set[str], list[Command]] | None:
+    """The routed queues (default queue included) that no worker in `deploy_file` consumes,
+    and the file's worker commands; None if the file starts no Celery worker."""
+    workers = worker_commands(deploy_file)
+    if not workers:
+        return None
+    consumed = set()
+    for worker in workers:
+        consumed |= consumed_queues(list(worker.args), routes.default_queue) or set()
+    return (set(routes.queues) | {routes.default_queue}) - consumed, workers
