@@ -42,6 +42,7 @@ notebooks: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/check_latency.py
+	$(BIN)/python benchmarks/scan_speed.py
 
 clean-venv:
 	rm -rf $(VENV)

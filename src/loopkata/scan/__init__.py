@@ -193,3 +193,17 @@ def _lk07(modules: dict, deploy_files: list[Path], add, report: Report) -> None:
             f"the Celery workers this file starts consume only {', '.join(sorted(consumed)) or 'nothing'}; "
             f"tasks routed to {', '.join(sorted(missing))} (task_routes at {setting}) are accepted and stay "
             "PENDING for good, with nothing logged: add them to a worker's -Q")
+
+
+def show(*paths, select: str | None = None) -> None:
+    """For a notebook: print what `loopkata scan` says of `paths`, each file named from the first
+    path's folder (a private copy's place varies; its file names do not), without timings."""
+    from . import output
+
+    base = Path(paths[0]).parent
+    chosen = rule_ids(select)
+    report = scan(list(paths), chosen)
+    report.findings = [Finding(f.rule, str(Path(f.path).relative_to(base)), f.line, f.column, f.message)
+                       for f in report.findings]
+    report.warnings = [w.replace(f"{base}/", "") for w in report.warnings]
+    print(output.text(report, {r: RULES[r] for r in (chosen or RULES)}, timed=False))

@@ -22,13 +22,14 @@ def notebook(rule: str) -> str:
         return f"Loop Katas, kata {number:02d}"
 
 
-def text(report, rules: dict) -> str:
+def text(report, rules: dict, timed: bool = True) -> str:
     taught = {rule: notebook(rule) for rule in rules}
     lines = [f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message} [{taught[f.rule]}]" for f in report.findings]
     lines += [f"warning: {w}" for w in report.warnings]
     count = len(report.findings)
     summary = (f"{count} finding{'s' if count != 1 else ''}" if count else "No findings") + \
-        f" in {report.files} file{'s' if report.files != 1 else ''} ({report.lines} lines, {report.seconds:.2f} s)"
+        f" in {report.files} file{'s' if report.files != 1 else ''} ({report.lines} lines" + \
+        (f", {report.seconds:.2f} s)" if timed else ")")
     if count:
         summary += "; silence one on its line with `# loopkata: ignore[LKnn]`"
     return "\n".join([*lines, summary])
