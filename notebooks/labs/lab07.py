@@ -153,18 +153,22 @@ def banner_tasks(worker):
 timeline, phases, workers_seen, sent, api = [], [], [], [], {}
 t0 = None
 
-def poll(seconds, starting=(), tail=0.3):
-    "Every task's state every EVERY s, for `seconds` (or until all are done and `tail` s more)."
+def poll(seconds, starting=(), tail=0.3, settle=0.0):
+    """Every task's state every EVERY s, for `seconds` (or until all are done and `tail` s more).
+    With `settle`, up to `settle` s more while a worker of `starting` is not ready or a task not
+    done: on a busy machine a new worker can take longer to start than the watch lasts."""
     end, ready = time.perf_counter() + seconds, None
+    last = end + settle
     while True:
         states = [app.AsyncResult(task_id).state for _, task_id in sent]
         now = time.perf_counter()
         timeline.append([now - t0, states])
         if ready is None and all(any(l.endswith(" ready.") for l in w.lines) for w in starting):
             ready = now - t0                   # when the last of `starting` said it was ready
-        if UNTIL_DONE and all(s in ("SUCCESS", "FAILURE") for s in states):
+        done = all(s in ("SUCCESS", "FAILURE") for s in states)
+        if UNTIL_DONE and done:
             end = min(end, now + tail)
-        if now >= end:
+        if now >= end and (done and ready is not None or not settle or now >= last):
             return ready
         time.sleep(EVERY)
 
@@ -210,7 +214,7 @@ if THEN:
     try:
         for n, command in enumerate(THEN):
             workers.append(start(command, pythonpath=where, env={}, name=f"redeployed{n}", wait=False))
-        ready = poll(THEN_WATCH, starting=workers)
+        ready = poll(THEN_WATCH, starting=workers, settle=10.0)
         for w in workers:
             w.wait_ready()                     # raises, with what it printed, if a worker never started
         if ready is None:
@@ -240,7 +244,7 @@ def deploy(package: Path, commands: list, sends=EVERY_KIND, watch: float = 2.0,
     `until_done`: stop watching as soon as every task has finished."""
     head = (f"COMMANDS, THEN, SENDS = {json.dumps(list(commands))}, {json.dumps(list(then or []))}, {json.dumps(sends)}\n"
             f"WATCH, THEN_WATCH, EVERY, API, UNTIL_DONE = {watch}, {then_watch}, {every}, {api}, {until_done}\n")
-    budget = watch + (then_watch + 20 if then else 0) + 40
+    budget = watch + (then_watch + 30 if then else 0) + 40
     out = child(package, head + _DEPLOY, timeout=budget)
     if out.returncode != 0:
         out.show()
