@@ -154,9 +154,9 @@ timeline, phases, workers_seen, sent, api = [], [], [], [], {}
 t0 = None
 
 def poll(seconds, starting=(), tail=0.3, settle=0.0):
-    """Every task's state every EVERY s, for `seconds` (or until all are done and `tail` s more).
-    With `settle`, up to `settle` s more while a worker of `starting` is not ready or a task not
-    done: on a busy machine a new worker can take longer to start than the watch lasts."""
+    "Every task's state every EVERY s, for `seconds` (or until all are done and `tail` s more)."
+    # With `settle`, up to `settle` s more while a worker of `starting` is not ready or a task is
+    # not done: on a busy machine a new worker can take longer to start than the watch lasts.
     end, ready = time.perf_counter() + seconds, None
     last = end + settle
     while True:
