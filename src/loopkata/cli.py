@@ -223,6 +223,9 @@ def cmd_watch(args) -> int:
 
 
 def cmd_progress(args) -> int:
+    if args.export:
+        from . import room
+        return room.cmd_export(args)
     katas = catalogue.load()
     statuses = [(k, progress.status(k)) for k in katas]
     counts = {s: sum(1 for _, st in statuses if st == s) for s in (progress.SOLVED, progress.ATTEMPTED, progress.UNTOUCHED)}
@@ -233,6 +236,12 @@ def cmd_progress(args) -> int:
     for k, s in statuses:
         print(f"  {k.number:02d} {k.id:<18} {s}")
     return 0
+
+
+def cmd_room(args) -> int:
+    from . import room  # matplotlib is loaded only for a room
+
+    return room.cmd_room(args)
 
 
 def cmd_scan(args) -> int:
@@ -283,7 +292,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_watch)
     s = sub.add_parser("progress", help="solved / attempted / untouched")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--export", type=Path, metavar="FILE",
+                   help="write your record (progress per kata and your kata files) as JSON for a facilitator")
+    s.add_argument("--name", help="your name in the export (default: your login name)")
     s.set_defaults(func=cmd_progress)
+    s = sub.add_parser("room", help="a workshop room: learners x katas from their exports, and a figure",
+                       description="Read learners' exports (`loopkata progress --export`): print a table learner x "
+                                   "kata, save a figure, and with --regrade grade every learner's files again here.")
+    s.add_argument("exports", nargs="+", type=Path, metavar="EXPORT", help="export files, or folders of them")
+    s.add_argument("--figure", type=Path, default=Path("room.png"), metavar="PATH",
+                   help="where to save the figure (PNG; default: room.png)")
+    s.add_argument("--regrade", action="store_true",
+                   help="grade every learner's files in fresh processes here and mark the claims it contradicts")
+    s.set_defaults(func=cmd_room)
     s = sub.add_parser("scan", help="find the collection's bugs in your own code (exit 1 if any)",
                        description="Find the bugs the katas teach in your own code: LK01-LK07, one per kata.")
     s.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or folders (default: .)")

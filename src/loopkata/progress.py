@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Callable
 
@@ -33,8 +34,16 @@ SOLVED, ATTEMPTED, UNTOUCHED, MISSING = "solved", "attempted", "untouched", "mis
 LOCK_WAIT = 10.0  # seconds; a lock holder does a few milliseconds of work, so longer means it is stuck
 
 # What each field of an entry must be; anything else means the file is not ours to trust.
+# Every field is optional, so entries written before a field existed still load:
+#   checks          how many checks of the learner's copy were recorded
+#   first_check_at  when the first of them ran (ISO 8601, UTC); null when the entry
+#                   predates this field, so the first check's time is unknown
+#   solved_at       when a check first passed (ISO 8601, UTC)
+#   failing         the hidden tests the last check did not pass: [{title, outcome, message}]
 _FIELDS = {"status": str, "last_verdict": str, "last_failure": str, "checked_at": str, "hints_seen": list,
-           "solution_seen": bool}
+           "solution_seen": bool, "checks": int, "first_check_at": (str, type(None)), "solved_at": str,
+           "failing": list}
+MESSAGE_KEPT = 2000  # characters of each failing test's message kept in progress.json
 
 
 class NotSaved(Exception):
@@ -94,6 +103,8 @@ def _parse(raw: bytes) -> tuple[dict, str]:
                 return {}, f"{kata_id!r} has a {name} that is a JSON {_json_type(entry[name])}"
         if not all(isinstance(i, int) for i in entry.get("hints_seen", [])):
             return {}, f"{kata_id!r} has hints_seen that are not all numbers"
+        if not all(isinstance(t, dict) for t in entry.get("failing", [])):
+            return {}, f"{kata_id!r} has failing tests that are not all objects"
     return state, ""
 
 
@@ -215,15 +226,36 @@ def update(kata: Kata, **fields) -> dict:
     return change(kata, apply)
 
 
+def utc_now() -> str:
+    """Now, as progress.json keeps times it computes with: ISO 8601 in UTC."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 def record_check(kata: Kata, result) -> None:
-    """Remember the last check of the learner's own copy (not of solutions or decoys)."""
-    update(
-        kata,
-        status=SOLVED if result.passed else ATTEMPTED,
-        last_verdict=result.verdict,
-        last_failure=result.failure_text(),
-        checked_at=time.strftime("%Y-%m-%d %H:%M:%S"),
-    )
+    """Remember a check of the learner's own copy (not of solutions or decoys): the last
+    one's verdict and failing tests, how many there were, when the first ran and when
+    one first passed."""
+    now = utc_now()
+    failing = [{"title": t.title, "outcome": t.outcome, "message": t.message[:MESSAGE_KEPT]}
+               for t in getattr(result, "failures", [])]
+
+    def apply(saved: dict) -> None:
+        checked_before = bool(saved.get("checked_at"))
+        # An entry from before `checks` was kept had at least one check: count it as one.
+        saved["checks"] = saved.get("checks", 1 if checked_before else 0) + 1
+        if "first_check_at" not in saved:
+            saved["first_check_at"] = None if checked_before else now  # None: the first check's time is unknown
+        if result.passed and not saved.get("solved_at"):
+            saved["solved_at"] = now
+        saved.update(
+            status=SOLVED if result.passed else ATTEMPTED,
+            last_verdict=result.verdict,
+            last_failure=result.failure_text(),
+            checked_at=time.strftime("%Y-%m-%d %H:%M:%S"),
+            failing=failing,
+        )
+
+    change(kata, apply)
 
 
 # --- starters and status -------------------------------------------------------

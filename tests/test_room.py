@@ -1,0 +1,209 @@
+"""A workshop room: each learner exports their record, the facilitator reads the room
+and re-grades the learners' files, and a forged claim does not survive the re-grade.
+
+Real checks run on a temporary copy of the project with its own state folder, so
+the learner's own files and progress are never touched. Kata bound-semaphore is
+used throughout: its checks take about a second.
+"""
+import json
+import os
+import re
+import struct
+from datetime import datetime
+from pathlib import Path
+
+from loopkata import catalogue, progress, room, runner
+from test_state import loopkata, make_project
+
+ROOT = Path(__file__).resolve().parents[1]
+KATA = "bound-semaphore"
+KATA_FILE = "katas/01_bound_semaphore.py"
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def room_env() -> dict:
+    """The facilitator's own checkout: this project."""
+    return {**os.environ, "LOOPKATA_ROOT": str(ROOT)}
+
+
+def an_export(learner: str, status: str, checks: int, seconds=None, failing=(), files=None) -> dict:
+    """An export as `loopkata progress --export` writes it, with bound-semaphore only."""
+    return {
+        "format": room.FORMAT, "version": room.VERSION, "learner": learner, "exported_at": "2026-12-01T09:00:00+00:00",
+        "katas": {KATA: {
+            "number": 1, "title": "The semaphore bound to a dead loop", "status": status, "checks": checks,
+            "seconds_to_solve": seconds, "hints_seen": [], "solution_seen": False, "last_verdict": "",
+            "failing": [{"title": t, "outcome": "failed", "message": "expected it to pass"} for t in failing],
+            "files": [{"path": p, "text": text} for p, text in (files or {}).items()],
+        }},
+    }
+
+
+def write(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return path
+
+
+def table_row(stdout: str, first: str) -> list[str]:
+    """The cells of the table row that starts with `first` (cells are two or more spaces apart)."""
+    rows = [re.split(r"\s{2,}", line.strip()) for line in stdout.splitlines() if line.startswith(first + " ")]
+    assert len(rows) == 1, f"expected one table row for {first!r}, got {len(rows)} in:\n{stdout}"
+    return rows[0]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"expected a PNG file at {path}, got one starting {data[:8]!r}"
+    return struct.unpack(">II", data[16:24])
+
+
+# --- 1. the learner's export ------------------------------------------------------------
+
+def test_an_export_after_real_checks_holds_checks_time_hints_failing_tests_and_files(tmp_path):
+    """after a failed check, a hint and a passing check, the export says all of it, with the learner's files"""
+    root, env = make_project(tmp_path)
+    first = loopkata(env, "check", KATA, "--json", cwd=root)
+    assert first.returncode == 1, f"expected the starter to fail its check (exit 1), got {first.returncode}:\n{first.stderr}"
+    graded = runner.CheckResult.from_json(json.loads(first.stdout))
+    hint = loopkata(env, "hint", KATA, cwd=root).stdout
+    hint_number = int(re.match(r"Hint (\d+) of", hint).group(1))
+
+    out = loopkata(env, "progress", "--export", str(tmp_path / "attempted.json"), "--name", "alice", cwd=root)
+    assert out.returncode == 0 and "attempted.json" in out.stdout, \
+        f"expected exit 0 and a line naming the file, got {out.returncode}:\n{out.stdout}{out.stderr}"
+    data = read_json(tmp_path / "attempted.json")
+    assert (data["format"], data["version"], data["learner"]) == (room.FORMAT, room.VERSION, "alice"), \
+        f"expected format {room.FORMAT!r}, version {room.VERSION} and learner 'alice', got {data['format']!r}, " \
+        f"{data['version']!r}, {data['learner']!r}"
+    assert datetime.fromisoformat(data["exported_at"]).tzinfo is not None, \
+        f"expected an ISO 8601 time with its zone, got {data['exported_at']!r}"
+    assert set(data["katas"]) == {k.id for k in catalogue.load(root)}, \
+        f"expected every kata of the catalogue, got {sorted(data['katas'])}"
+    tried = data["katas"][KATA]
+    expected_failing = [(t.title, t.message) for t in graded.failures]
+    got_failing = [(t["title"], t["message"]) for t in tried["failing"]]
+    assert got_failing == expected_failing, \
+        f"expected the failing tests of the last check:\n{expected_failing}\ngot:\n{got_failing}"
+    assert (tried["status"], tried["checks"], tried["seconds_to_solve"], tried["hints_seen"]) == \
+        ("attempted", 1, None, [hint_number]), \
+        f"expected attempted, 1 check, no time to solve, hint {hint_number} seen; got {tried['status']}, " \
+        f"{tried['checks']} checks, {tried['seconds_to_solve']} s, hints {tried['hints_seen']}"
+    starter = (root / KATA_FILE).read_text(encoding="utf-8")
+    assert tried["files"] == [{"path": KATA_FILE, "text": starter}], \
+        f"expected the learner's file {KATA_FILE} with its text, got paths {[f['path'] for f in tried['files']]}"
+    untouched = data["katas"]["loop-id-reuse"]
+    assert (untouched["status"], untouched["checks"], untouched["failing"]) == ("untouched", 0, []), \
+        f"expected loop-id-reuse untouched with no check, got {untouched['status']}, {untouched['checks']} checks"
+
+    solution = (root / "solutions" / "01_bound_semaphore.py").read_text(encoding="utf-8")
+    (root / KATA_FILE).write_text(solution, encoding="utf-8")
+    solved_check = loopkata(env, "check", KATA, cwd=root)
+    assert solved_check.returncode == 0, f"expected the reference fix to pass, got:\n{solved_check.stdout}"
+    loopkata(env, "progress", "--export", str(tmp_path / "solved.json"), "--name", "alice", cwd=root)
+    solved = read_json(tmp_path / "solved.json")["katas"][KATA]
+    assert (solved["status"], solved["checks"], solved["failing"]) == ("solved", 2, []), \
+        f"expected solved after 2 checks with nothing failing, got {solved['status']}, {solved['checks']} checks, " \
+        f"failing {[t['title'] for t in solved['failing']]}"
+    assert isinstance(solved["seconds_to_solve"], (int, float)) and solved["seconds_to_solve"] >= 0, \
+        f"expected a number of seconds from first check to solved, got {solved['seconds_to_solve']!r}"
+    assert solved["files"] == [{"path": KATA_FILE, "text": solution}], "expected the export to carry the fixed file"
+
+
+def test_a_progress_file_from_before_the_new_fields_loads_and_counts_on(tmp_path, monkeypatch):
+    """an older progress.json (no checks, first check or failing tests) still loads, and a check counts on from it"""
+    monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path))
+    old = {KATA: {"status": "attempted", "last_verdict": "hang", "last_failure": "hang: it is stuck",
+                  "checked_at": "2026-11-30 10:00:00", "hints_seen": [0]}}
+    write(tmp_path / "progress.json", old)
+    kata = catalogue.find(KATA)
+    assert progress.load_state() == old, f"expected the old file to load as written, got {progress.load_state()}"
+    passed = runner.CheckResult(kata=KATA, impl="x", verdict=runner.PASSED,
+                                tests=[runner.TestResult(name="t", title="t", outcome=runner.PASSED)])
+    progress.record_check(kata, passed)
+    kept = sorted(p.name for p in tmp_path.glob("progress.json.corrupt-*"))
+    assert not kept, f"expected the old file to be read, not kept aside as corrupt: {kept}"
+    entry = progress.entry(kata)
+    assert (entry["checks"], entry["first_check_at"], entry["hints_seen"]) == (2, None, [0]), \
+        f"expected 2 checks (the old one and this), the first check's time unknown, hints kept; got " \
+        f"{entry['checks']}, {entry['first_check_at']!r}, {entry['hints_seen']}"
+    assert room.seconds_to_solve(entry, progress.SOLVED) is None, \
+        "expected no time to solve when the first check's time is unknown"
+
+
+# --- 2. the room ------------------------------------------------------------------------
+
+def test_the_room_shows_a_table_and_saves_a_figure_from_three_exports(tmp_path):
+    """three exports (solved, attempted, untouched): a row each, the counts, the median and where the room is stuck"""
+    stuck_on = "a second and third warm invocation succeed, like the first"
+    write(tmp_path / "exports" / "alice.json", an_export("alice", "solved", 3, seconds=240))
+    write(tmp_path / "exports" / "bob.json", an_export("bob", "attempted", 5, failing=[stuck_on]))
+    write(tmp_path / "exports" / "carol.json", an_export("carol", "untouched", 0))
+    out = loopkata(room_env(), "room", "exports", cwd=tmp_path)  # a folder of exports; the figure's default path
+    assert out.returncode == 0, f"expected exit 0, got {out.returncode}:\n{out.stdout}\n{out.stderr}"
+    assert not out.stderr.strip(), f"expected nothing on stderr, got:\n{out.stderr}"
+    for first, cells in (("learner", ["learner", "01"]), ("alice", ["alice", "✓ 3"]), ("bob", ["bob", "✗ 5"]),
+                         ("carol", ["carol", "·"]), ("solved", ["solved", "1/3"]), ("median", ["median", "4m00s"])):
+        got = table_row(out.stdout, first)[:2]
+        assert got == cells, f"expected the row {first!r} to start {cells}, got {got}"
+    assert f"01 {KATA}: 1 learner: {stuck_on}" in out.stdout, \
+        f"expected the room to be stuck on {stuck_on!r} (1 learner), got:\n{out.stdout}"
+    width, height = png_size(tmp_path / "room.png")
+    assert width >= 600 and height >= 600, f"expected a figure of at least 600 x 600 pixels, got {width} x {height}"
+
+
+BROKEN = {
+    "cut-short.json": '{"format": "loopkata-progress", "version": 1, "learner": "x"',
+    "a-list.json": "[1, 2]",
+    "odd-status.json": json.dumps(an_export("dan", "finished", 1)),
+    "escapes.json": json.dumps(an_export("eve", "solved", 1, files={"katas/../../evil.py": "print('hi')"})),
+    "not-utf8.json": b"\xff\xfe{",
+}
+
+
+def test_each_malformed_export_is_one_line_naming_it_and_the_others_still_show(tmp_path):
+    """unreadable or malformed exports: one line each, naming the file, never a traceback"""
+    write(tmp_path / "alice.json", an_export("alice", "solved", 2, seconds=60))
+    for name, text in BROKEN.items():
+        write(tmp_path / name, text)
+    out = loopkata(room_env(), "room", *sorted(BROKEN), "alice.json", "missing.json", "--figure", "r.png", cwd=tmp_path)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in out.stderr, f"expected no traceback, got:\n{out.stderr}"
+    for name in [*BROKEN, "missing.json"]:
+        named = [line for line in lines if name in line]
+        assert len(named) == 1, f"expected one line naming {name}, got {len(named)} in:\n{out.stderr}"
+    assert len(lines) == len(BROKEN) + 1, f"expected {len(BROKEN) + 1} lines on stderr, got {len(lines)}:\n{out.stderr}"
+    assert "outside katas/" in next(line for line in lines if "escapes.json" in line), \
+        f"expected a file path leaving katas/ to be refused, got:\n{out.stderr}"
+    assert table_row(out.stdout, "alice")[:2] == ["alice", "✓ 2"], f"expected alice's row still shown:\n{out.stdout}"
+    assert out.returncode == 1, f"expected exit 1 when an export was skipped, got {out.returncode}"
+
+
+# --- 3. re-grading ----------------------------------------------------------------------
+
+def test_regrade_marks_a_forged_solved_claim_and_confirms_an_honest_one(tmp_path):
+    """--regrade: "solved" with the starter's file is marked; "solved" with a real fix is not"""
+    starter = (ROOT / KATA_FILE).read_text(encoding="utf-8")
+    solution = (ROOT / "solutions" / "01_bound_semaphore.py").read_text(encoding="utf-8")
+    write(tmp_path / "alice.json", an_export("alice", "solved", 2, seconds=90, files={KATA_FILE: solution}))
+    write(tmp_path / "mallory.json", an_export("mallory", "solved", 1, seconds=5, files={KATA_FILE: starter}))
+    out = loopkata(room_env(), "room", "--regrade", "alice.json", "mallory.json", "--figure", "r.png", cwd=tmp_path)
+    assert out.returncode == 1, f"expected exit 1 when a claim differs from the re-grade, got {out.returncode}:\n" \
+                                f"{out.stdout}\n{out.stderr}"
+    forged = re.search(r"mallory, 01 bound-semaphore: claimed solved, re-grade fails (\d+) of (\d+)", out.stdout)
+    assert forged and int(forged.group(1)) > 0, \
+        f"expected mallory's claim marked as failing the re-grade, got:\n{out.stdout}"
+    assert "alice, 01 bound-semaphore: claimed solved, re-grade passes all" in out.stdout, \
+        f"expected alice's fix to pass the re-grade, got:\n{out.stdout}"
+    assert table_row(out.stdout, "mallory")[1] == "✓ 1!", \
+        f"expected mallory's cell marked '!', got {table_row(out.stdout, 'mallory')}"
+    assert table_row(out.stdout, "alice")[1] == "✓ 2", f"expected alice's cell unmarked, got {table_row(out.stdout, 'alice')}"
+    contradicted = [line for line in out.stdout.splitlines() if line.strip().startswith("! ")]
+    assert len(contradicted) == 1 and "mallory" in contradicted[0], \
+        f"expected exactly mallory's claim listed as contradicted, got {contradicted}"
