@@ -19,6 +19,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements-dev.txt -e .
+# configurable-http-proxy for tests/test_workshop_hub.py; a learner's `make lab` never needs it.
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm install --silent --prefix $(VENV)/chp configurable-http-proxy@5.3.0 || echo "npm could not install configurable-http-proxy 5.3.0 into $(VENV)/chp: tests/test_workshop_hub.py needs it."; \
+	else echo "npm not found: tests/test_workshop_hub.py needs configurable-http-proxy 5.3.0 (install Node.js and npm, then run make again)."; fi
 	$(BIN)/jupyter trust notebooks/*.ipynb
 	@touch $@
 

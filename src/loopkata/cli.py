@@ -1,4 +1,4 @@
-"""The `loopkata` command: list, check, hint, reset, restore, solution, watch, progress, scan."""
+"""The `loopkata` command: list, check, hint, reset, restore, solution, watch, progress, room, scan, workshop."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import catalogue, hints, progress, runner
+from . import catalogue, hints, progress, runner, workshop
 from .report import render_text
 from .testing import display_path
 
@@ -312,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--select", help="only these rules, comma-separated (LK01,LK04; a prefix like LK0 works)")
     s.add_argument("--ignore", help="skip these rules, comma-separated")
     s.set_defaults(func=cmd_scan)
+    workshop.add_parser(sub)
     return p
 
 

@@ -1,0 +1,387 @@
+"""A real JupyterHub for a workshop room: three learners pull the collection and grade a kata.
+
+The hub is jupyterhub from this venv with docs/workshop/jupyterhub_config.py, loaded from a small
+config of the test's own that adds ports on 127.0.0.1 and a service token. Each learner's server
+pulls the collection through nbgitpuller from a file:// clone of this project and runs
+`loopkata check` in a terminal of its own; one learner first saves the reference fix over the
+kata through the contents API. Everything the hub started is stopped whatever happens, and the
+test fails if a process of it is left. `pytest -s` prints the time of each phase.
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "docs" / "workshop" / "jupyterhub_config.py"
+BUDGET = 60.0  # seconds for the whole test, on 2 cores
+USERS = ("ada", "grace", "linus")
+SOLVER = "ada"  # saves the reference fix before checking
+KATA, KATA_FILE = "bound-semaphore", "01_bound_semaphore.py"
+FOLDER = "loop-katas"
+SERVICE_SCOPES = ["admin:users", "admin:servers", "access:servers", "tokens"]
+MARKER_VAR = "LOOPKATA_HUB_TEST"  # every process of the room carries it, so none can hide
+
+
+def _missing_tools() -> str | None:
+    """One sentence naming what to install, or None."""
+    bin_dir = Path(sys.executable).parent
+    missing = []
+    if not (bin_dir / "jupyterhub").exists() or importlib.util.find_spec("jupyterhub") is None:
+        missing.append("jupyterhub (pip install -r requirements-dev.txt, which pins jupyterhub==6.1.1)")
+    if importlib.util.find_spec("nbgitpuller") is None:
+        missing.append("nbgitpuller (pip install -r requirements-dev.txt, which pins nbgitpuller==1.3.0)")
+    if not _chp().exists():
+        missing.append(f"configurable-http-proxy (npm install --prefix {Path(sys.prefix) / 'chp'} "
+                       "configurable-http-proxy@5.3.0, which make does when npm is installed)")
+    if not shutil.which("node"):
+        missing.append("Node.js, which runs configurable-http-proxy")
+    if not shutil.which("git"):
+        missing.append("git, which nbgitpuller runs")
+    if not missing:
+        return None
+    return f"The workshop hub test needs {' and '.join(missing)} in {sys.prefix}."
+
+
+def _chp() -> Path:
+    return Path(sys.prefix) / "chp" / "node_modules" / ".bin" / "configurable-http-proxy"
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class Room:
+    """One hub and everything it starts, in tmp_path; stop() leaves nothing running."""
+
+    def __init__(self, tmp_path: Path):
+        self.state = (tmp_path / "room").resolve()           # LOOPKATA_HUB_DIR: db, homes
+        self.conf = (tmp_path / "hub" / "jupyterhub_config.py").resolve()  # unique: names the hub's processes
+        self.log_path = self.conf.parent / "hub.log"
+        self.marker = secrets.token_hex(8)
+        self.token = secrets.token_hex(32)
+        self.proc: subprocess.Popen | None = None
+        self.spawned: list[str] = []
+        self.stopped = False
+        self.url = ""
+
+    def home(self, user: str) -> Path:
+        return self.state / "homes" / user
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return "(no hub log)"
+        return "\n".join(text)
+
+    def start(self) -> None:
+        public, proxy_api, hub_api = _free_ports(3)
+        self.url = f"http://127.0.0.1:{public}"
+        self.conf.parent.mkdir(parents=True)
+        self.conf.write_text(
+            "c = get_config()  # noqa: F821\n"
+            f"load_subconfig({str(CONFIG)!r})  # noqa: F821\n"
+            f"c.JupyterHub.bind_url = {self.url!r}\n"
+            f"c.JupyterHub.hub_bind_url = 'http://127.0.0.1:{hub_api}'\n"
+            f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{proxy_api}'\n"
+            f"c.JupyterHub.services = [{{'name': 'room-test', 'api_token': {self.token!r}}}]\n"
+            "c.JupyterHub.load_roles = [{'name': 'room-test', 'services': ['room-test'], "
+            f"'scopes': {SERVICE_SCOPES!r}}}]\n"
+            f"c.Spawner.environment = dict(c.Spawner.environment, {MARKER_VAR}={self.marker!r})\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOPKATA_", "JUPYTERHUB_"))}
+        env.update(LOOPKATA_HUB_PASSWORD=secrets.token_hex(8), LOOPKATA_HUB_DIR=str(self.state),
+                   **{MARKER_VAR: self.marker})
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(self.conf)],
+                cwd=self.conf.parent, env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def wait_up(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"The hub exited with status {self.proc.returncode} before answering; "
+                            f"its log ends:\n{self.log_tail()}", pytrace=False)
+            try:
+                if httpx.get(f"{self.url}/hub/api", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        pytest.fail(f"The hub did not answer {self.url}/hub/api in time; its log ends:\n{self.log_tail()}",
+                    pytrace=False)
+
+    # --- stopping ---------------------------------------------------------------------------
+
+    def processes(self) -> list[str]:
+        """Every live process of this room: its marker in the environment, or the config in argv."""
+        found = []
+        needle, conf = f"{MARKER_VAR}={self.marker}".encode(), str(self.conf).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                if stat.rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+                environ = (entry / "environ").read_bytes().split(b"\0")
+                argv = (entry / "cmdline").read_bytes()
+            except (OSError, IndexError):
+                continue
+            if needle in environ or conf in argv:
+                command = argv.replace(b"\0", b" ").decode(errors="replace").strip()
+                found.append(f"{entry.name} {command}")
+        return found
+
+    def stop(self) -> list[str]:
+        """Stop every server through the hub, then the hub; return what was still running (and kill it)."""
+        if self.stopped or self.proc is None:
+            return []
+        self.stopped = True
+        if self.proc.poll() is None and self.spawned:
+            headers = {"Authorization": f"token {self.token}"}
+            try:
+                with httpx.Client(base_url=self.url, headers=headers, timeout=10) as api:
+                    # The hub answers each DELETE once that server has stopped: send them all at once.
+                    with ThreadPoolExecutor(len(self.spawned)) as pool:
+                        list(pool.map(lambda user: api.delete(f"/hub/api/users/{user}/server"), self.spawned))
+                    until = time.monotonic() + 10
+                    pending = set(self.spawned)
+                    while pending and time.monotonic() < until:
+                        for user in list(pending):
+                            r = api.get(f"/hub/api/users/{user}")
+                            if r.status_code != 200 or not r.json().get("servers"):
+                                pending.discard(user)
+                        time.sleep(0.1)
+            except httpx.HTTPError:
+                pass  # the hub is gone or stuck: the signals below and the sweep still run
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+        left = []
+        until = time.monotonic() + 3  # a process exiting on its own needs a moment to disappear
+        while time.monotonic() < until:
+            left = self.processes()
+            if not left:
+                break
+            time.sleep(0.1)
+        for line in left:  # each carries this room's marker: ours to kill
+            try:
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return left
+
+
+@pytest.fixture
+def room(tmp_path):
+    missing = _missing_tools()
+    if missing:
+        pytest.fail(missing, pytrace=False)
+    room = Room(tmp_path)
+    try:
+        yield room
+    finally:
+        room.stop()
+
+
+def _collection(tmp_path: Path) -> tuple[Path, str]:
+    """A clone of this project on a branch of its own: what the learners pull."""
+    clone = tmp_path / "collection"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True, timeout=30)
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "-B", "workshop"], check=True, timeout=10)
+    return clone, "workshop"
+
+
+class Learner:
+    def __init__(self, room: Room, http: httpx.AsyncClient, name: str, token: str):
+        self.room, self.http, self.name = room, http, name
+        self.headers = {"Authorization": f"token {token}"}
+        self.base = f"/user/{name}"
+
+    async def pull(self, repo: str, branch: str) -> list[dict]:
+        """GET git-pull/api: nbgitpuller's event stream, until it finishes or fails."""
+        events = []
+        params = {"repo": repo, "branch": branch, "targetpath": FOLDER}
+        async with self.http.stream("GET", f"{self.base}/git-pull/api", params=params,
+                                    headers=self.headers) as r:
+            assert r.status_code == 200, f"{self.name}: git-pull answered {r.status_code}"
+            async for line in r.aiter_lines():
+                if line.startswith("data:"):
+                    events.append(json.loads(line[5:]))
+                    if events[-1].get("phase") in ("finished", "error"):
+                        break
+        return events
+
+    async def save_reference_fix(self) -> None:
+        """Through the contents API, as the editor would: the solution's text over the kata."""
+        r = await self.http.get(f"{self.base}/api/contents/{FOLDER}/solutions/{KATA_FILE}",
+                                params={"type": "file", "format": "text", "content": "1"}, headers=self.headers)
+        assert r.status_code == 200, f"{self.name}: reading the solution answered {r.status_code}: {r.text}"
+        r = await self.http.put(f"{self.base}/api/contents/{FOLDER}/katas/{KATA_FILE}", headers=self.headers,
+                                json={"type": "file", "format": "text", "content": r.json()["content"]})
+        assert r.status_code in (200, 201), f"{self.name}: saving the kata answered {r.status_code}: {r.text}"
+
+    async def check(self) -> int:
+        """Run `loopkata check KATA --json` in a terminal of the learner's server; its exit status."""
+        r = await self.http.post(f"{self.base}/api/terminals", headers=self.headers, json={})
+        assert r.status_code == 200, f"{self.name}: opening a terminal answered {r.status_code}: {r.text}"
+        term = r.json()["name"]
+        ws = await websocket_connect(HTTPRequest(
+            f"{self.room.url.replace('http', 'ws', 1)}{self.base}/terminals/websocket/{term}",
+            headers=self.headers))
+        copy = f"$HOME/{FOLDER}"
+        command = (f"cd {copy} && LOOPKATA_ROOT={copy} LOOPKATA_STATE={copy}/.loopkata "
+                   f"loopkata check {KATA} --json > $HOME/check.json 2> $HOME/check.err; echo @@rc=$?@@\r")
+        ws.write_message(json.dumps(["stdin", command]))
+        seen = ""
+        try:
+            while True:
+                msg = await ws.read_message()
+                assert msg is not None, f"{self.name}: the terminal closed; it showed:\n{seen[-2000:]}"
+                kind, *rest = json.loads(msg)
+                if kind == "stdout":
+                    seen += rest[0]
+                    found = re.search(r"@@rc=(\d+)@@", seen)  # the echoed command shows $?, not a number
+                    if found:
+                        return int(found[1])
+        finally:
+            ws.close()
+            await self.http.delete(f"{self.base}/api/terminals/{term}", headers=self.headers)
+
+
+async def _workshop(room: Room, repo: str, branch: str, times: dict) -> dict[str, int]:
+    service = {"Authorization": f"token {room.token}"}
+    async with httpx.AsyncClient(base_url=room.url, timeout=30) as http:
+        r = await http.post("/hub/api/users", json={"usernames": list(USERS)}, headers=service)
+        assert r.status_code == 201, f"creating users answered {r.status_code}: {r.text}"
+        learners = {}
+        for name in USERS:
+            r = await http.post(f"/hub/api/users/{name}/tokens", headers=service,
+                                json={"note": "workshop hub test", "expires_in": 600})
+            assert r.status_code == 201, f"a token for {name} answered {r.status_code}: {r.text}"
+            learners[name] = Learner(room, http, name, r.json()["token"])
+
+        async def ready(name: str) -> None:
+            # The hub answers this POST only once the server is up or after its slow_spawn_timeout,
+            # so the three go out at once.
+            room.spawned.append(name)
+            r = await http.post(f"/hub/api/users/{name}/server", headers=service)
+            assert r.status_code in (201, 202), f"starting {name}'s server answered {r.status_code}: {r.text}"
+            while True:
+                r = await http.get(f"/hub/api/users/{name}", headers=service)
+                server = r.json().get("servers", {}).get("")
+                if server and server.get("ready"):
+                    break
+                assert server, f"{name}'s server failed to start; the hub log ends:\n{room.log_tail()}"
+                await asyncio.sleep(0.2)
+            r = await http.get(f"/user/{name}/api/status", headers=learners[name].headers)
+            assert r.status_code == 200, f"{name}'s server answered {r.status_code} through the proxy"
+
+        t = time.monotonic()
+        await asyncio.gather(*(ready(n) for n in USERS))
+        times["servers ready"] = time.monotonic() - t
+
+        t = time.monotonic()
+        pulls = await asyncio.gather(*(learners[n].pull(repo, branch) for n in USERS))
+        times["pull"] = time.monotonic() - t
+        for name, events in zip(USERS, pulls):
+            assert events and events[-1] == {"phase": "finished"}, \
+                f"{name}'s pull did not finish: {events[-3:]}"
+            assert (room.home(name) / FOLDER / "katas" / "catalogue.toml").is_file(), \
+                f"{name}'s pull finished but {room.home(name) / FOLDER} holds no collection"
+
+        t = time.monotonic()
+        await learners[SOLVER].save_reference_fix()
+        codes = await asyncio.gather(*(learners[n].check() for n in USERS))
+        times["checks"] = time.monotonic() - t
+        return dict(zip(USERS, codes))
+
+
+def test_a_workshop_room_of_three_learners_on_a_real_hub(room, tmp_path):
+    """three learners on a real JupyterHub pull the collection, and each check grades their own copy"""
+    begin = time.monotonic()
+    deadline = begin + BUDGET
+    times: dict[str, float] = {}
+    repo, branch = _collection(tmp_path)
+    times["clone"] = time.monotonic() - begin
+
+    t = time.monotonic()
+    room.start()
+    room.wait_up(deadline)
+    times["hub up"] = time.monotonic() - t
+
+    phase_budget = deadline - time.monotonic() - 15  # keep time to stop everything
+    try:
+        codes = asyncio.run(asyncio.wait_for(_workshop(room, f"file://{repo}", branch, times), phase_budget))
+    except TimeoutError:
+        stuck = next((p for p in ("servers ready", "pull", "checks") if p not in times), "the checks")
+        pytest.fail(f"The room did not get through {stuck} within the test's {BUDGET:.0f} s; "
+                    f"the hub log ends:\n{room.log_tail()}", pytrace=False)
+
+    running = room.processes()  # the sweep must see the room before it can vouch that nothing is left
+    servers = [p for p in running if "jupyterhub-singleuser" in p]
+    assert len(servers) == len(USERS) and any("configurable-http-proxy" in p for p in running), \
+        "the process sweep should see the proxy and one server per learner; it saw:\n" + "\n".join(running)
+
+    t = time.monotonic()
+    left = room.stop()
+    times["stop"] = time.monotonic() - t
+    times["total"] = time.monotonic() - begin
+    print("\nworkshop hub phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))
+
+    assert not left, "processes of the hub or its servers were still running after it stopped:\n" + "\n".join(left)
+
+    for name, code in codes.items():
+        home = room.home(name)
+        report = (home / "check.json").read_text() if (home / "check.json").exists() else ""
+        errors = (home / "check.err").read_text() if (home / "check.err").exists() else ""
+        assert report, f"{name}'s check wrote no report (exit status {code}); stderr: {errors[-1500:]}"
+        verdict = json.loads(report)["verdict"]
+        if name == SOLVER:
+            assert (code, verdict) == (0, "passed"), \
+                f"{name} saved the reference fix, so the check should pass; it ended {code} with {verdict!r}: {errors[-1500:]}"
+        else:
+            assert code == 1 and verdict != "passed", \
+                f"{name} kept the starter, so the check should fail; it ended {code} with {verdict!r}: {errors[-1500:]}"
+
+        progress = home / FOLDER / ".loopkata" / "progress.json"
+        assert progress.is_file(), f"{name}'s check recorded no progress in {progress}"
+        entry = json.loads(progress.read_text()).get(KATA, {})
+        expected = "solved" if name == SOLVER else "attempted"
+        assert (entry.get("status"), entry.get("checks")) == (expected, 1), \
+            f"{name}'s own progress file should show one check, {expected}; it holds {entry}"
+
+    assert times["total"] <= BUDGET, f"the room took {times['total']:.1f} s, over its {BUDGET:.0f} s budget"
