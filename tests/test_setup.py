@@ -38,6 +38,15 @@ def test_readme_kata_table_matches_the_catalogue():
     assert m.group(1).strip() == expected, f"the README's kata table is stale; it should read:\n{expected}"
 
 
+def test_workshop_guide_lists_the_decoys_as_the_wrong_fixes_to_expect():
+    """the facilitator guide's table of wrong fixes is the one the decoys' docstrings make"""
+    text = (ROOT / "docs" / "workshop.md").read_text()
+    m = re.search(r"<!-- wrong-fixes[^>]*-->\n(.*?)\n<!-- end wrong-fixes -->", text, re.S)
+    assert m, "expected docs/workshop.md to hold a table between <!-- wrong-fixes --> markers"
+    expected = catalogue.wrong_fixes_table()
+    assert m.group(1).strip() == expected, f"docs/workshop.md's wrong-fixes table is stale; it should read:\n{expected}"
+
+
 def test_environment_yml_carries_the_same_pins_as_requirements():
     """environment.yml (conda, Binder) pins exactly what requirements.txt pins"""
     req = _pins_from_requirements()

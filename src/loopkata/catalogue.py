@@ -308,3 +308,20 @@ def markdown_table(katas=None) -> str:
             f"| {k.number:02d} | `{k.id}` | [{k.title}](notebooks/{k.notebook}) | {k.summary} |"
         )
     return "\n".join(rows)
+
+
+def wrong_fixes_table(katas=None) -> str:
+    """The facilitator guide's table of wrong first fixes, from each decoy's own docstring
+    (its first paragraph says the fix; a test keeps docs/workshop.md in step)."""
+    import ast
+
+    katas = load() if katas is None else katas
+    rows = ["| kata | a wrong first fix people write | the decoy |", "| --- | --- | --- |"]
+    for k in katas:
+        for decoy in k.decoys:
+            source = decoy / "__init__.py" if decoy.is_dir() else decoy
+            doc = ast.get_docstring(ast.parse(source.read_text(encoding="utf-8"))) or ""
+            first = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, on one line
+            said = first.removeprefix("Decoy:").strip() or "(no docstring)"
+            rows.append(f"| {k.number:02d} `{k.id}` | {said} | `tests/decoys/{k.id}/{decoy.name}` |")
+    return "\n".join(rows)
