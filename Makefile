@@ -3,13 +3,17 @@
 #   make test   install into .venv if needed, then run the whole suite
 # Another interpreter and its own venv: make test PY=python3.13 VENV=.venv-3.13
 # Extra pytest arguments: make test PYTEST_ARGS="--ignore=tests/browser"
+# Offline (a workshop room with no network): `make wheelhouse` where there is one, carry the
+# folder over; while wheelhouse/ holds wheels, installs take them from it and never ask an index.
 PY ?= python3
 VENV ?= .venv
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+WHEELHOUSE ?= wheelhouse
+OFFLINE := $(if $(wildcard $(WHEELHOUSE)/*.whl),--no-index --find-links $(WHEELHOUSE))
 
-.PHONY: lab test browser notebooks bench clean-venv
+.PHONY: lab test browser notebooks bench clean-venv wheelhouse
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@$(PY) -c 'pass' >/dev/null 2>&1 || { \
@@ -17,8 +21,9 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
 	  echo "Loop Katas needs Python 3.11 or newer, and '$(PY)' is $$($(PY) -c 'import platform; print(platform.python_version())'). Run it with another one, e.g. make PY=python3.11 $(MAKECMDGOALS)"; exit 1; }
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements-dev.txt -e .
+	$(if $(OFFLINE),@echo "installing from $(WHEELHOUSE)/ and asking no index")
+	$(BIN)/python -m pip install -q $(OFFLINE) --upgrade pip
+	$(BIN)/python -m pip install -q $(OFFLINE) -r requirements-dev.txt -e .
 # configurable-http-proxy for tests/test_workshop_hub.py; a learner's `make lab` never needs it.
 	@if command -v npm >/dev/null 2>&1; then \
 	  npm install --silent --prefix $(VENV)/chp configurable-http-proxy@5.3.0 || echo "npm could not install configurable-http-proxy 5.3.0 into $(VENV)/chp: tests/test_workshop_hub.py needs it."; \
@@ -47,6 +52,12 @@ notebooks: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/check_latency.py
 	$(BIN)/python benchmarks/scan_speed.py
+
+# Every pinned wheel (and what installing the project needs) for this machine's Python and
+# platform, into $(WHEELHOUSE)/: build it once per Python version the room uses.
+wheelhouse:
+	$(PY) -m pip download -q -d $(WHEELHOUSE) -r requirements-dev.txt pip "setuptools>=68" wheel
+	@echo "$(WHEELHOUSE)/ holds $$(ls $(WHEELHOUSE)/*.whl | wc -l) wheels for $$($(PY) -c 'import platform; print("Python", platform.python_version(), platform.machine())')"
 
 clean-venv:
 	rm -rf $(VENV)
