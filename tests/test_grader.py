@@ -148,6 +148,19 @@ def test_a_failed_expectation_says_expected_and_got(tmp_path):
     assert result.tests[0].message == "expected the scenario to return 'done'"
 
 
+def test_a_message_names_the_projects_own_files_from_the_project(tmp_path):
+    """a message quoting a file of the project (a hidden test's scenario) names it from the project, not this machine"""
+    kata, impl = synthetic_kata(tmp_path, '''
+        def scenario():
+            return "done"
+    ''')
+    (tmp_path / "tests" / "hidden" / "test_synthetic.py").write_text(
+        'def test_scenario(kata):\n    """names its own file"""\n    assert False, f"stuck at {__file__}:3"\n')
+    [test] = runner.check(kata, impl).tests
+    assert "stuck at tests/hidden/test_synthetic.py:3" in test.message and str(tmp_path) not in test.message, (
+        f"expected the file named from the project, got: {test.message}")
+
+
 def test_missing_services_are_one_paragraph():
     assert services.problem([]) == ""
     assert "does not know" in services.problem(["no-such-service"])

@@ -220,6 +220,8 @@ def _snapshot(kata: Kata, impl: Path, tmp: Path) -> tuple[Path, dict[str, str], 
     # where this machine keeps them; say which library instead.
     for key, shown in (("purelib", "<site-packages>"), ("stdlib", "<python>")):
         names[sysconfig.get_paths()[key]] = shown
+    # The project's own files (the hidden tests and their scenarios) by their place in it.
+    names[str(kata.root.resolve()) + os.sep] = ""
     # The relative spelling of a copy contains its absolute one: replace the longer first.
     names = dict(sorted(names.items(), key=lambda kv: -len(kv[0])))
     return copy, names, held
