@@ -62,12 +62,12 @@ def _temp(prefix: str) -> Path:
 
 
 def worker_commands(package: Path, deploy: str = "Procfile") -> list[str]:
-    """The command lines of the Celery workers a Procfile starts (`name: command`, one per line)."""
-    from loopkata.celery_workers import celery_args
+    """The command lines of the Celery workers a deploy file starts (read as `loopkata scan` reads it)."""
+    import shlex
 
-    lines = (Path(package) / deploy).read_text().splitlines()
-    commands = [line.split(":", 1)[1].strip() for line in lines if ":" in line and not line.lstrip().startswith("#")]
-    return [c for c in commands if celery_args(c) is not None]
+    from loopkata.scan import celery_routes
+
+    return [shlex.join(c.args) for c in celery_routes.worker_commands(Path(package) / deploy)]
 
 
 def variant(package: Path, decoy: str) -> Path:

@@ -6,7 +6,7 @@ a deploy file starts and the app's routes, and names the queues left without one
 """
 # Reading deploy files is the job of `loopkata scan` (rule LK07): Procfiles, compose
 # files, Kubernetes manifests and systemd units, with every spelling of -Q.
-from loopkata.scan.celery_routes import consumed_queues, worker_commands
+from loopkata.scan.celery_routes import consumed_by_file
 
 
 def routed_queues(app) -> set:
@@ -24,7 +24,5 @@ def routed_queues(app) -> set:
 
 def unconsumed_queues(app, deploy_file) -> set:
     """The queues `app` routes tasks to that no worker in `deploy_file` consumes."""
-    consumed = set()
-    for worker in worker_commands(deploy_file):  # every worker the file starts, not only the first
-        consumed |= consumed_queues(list(worker.args), app.conf.task_default_queue)
+    consumed, _ = consumed_by_file(deploy_file, app.conf.task_default_queue)  # every worker, not only the first
     return routed_queues(app) - consumed

@@ -169,26 +169,19 @@ def _lk07(modules: dict, deploy_files: list[Path], add, report: Report) -> None:
     routes = [r for path, tree in modules.items() if (r := celery_routes.routes_in(tree, str(path)))]
     if not routes:
         return
-    queues = {}
-    for r in routes:
-        for queue, where in r.queues.items():
-            queues.setdefault(queue, where)
     default = routes[0].default_queue
-    combined = celery_routes.Routes(queues, default, routes[0].where)
-    setting = f"{Path(combined.where[0]).name}:{combined.where[1]}"
+    routed = set().union(*(r.queues for r in routes)) | {default}
+    setting = f"{Path(routes[0].where[0]).name}:{routes[0].where[1]}"
     for path in deploy_files:
         try:
-            result = celery_routes.unconsumed(combined, path)
+            consumed, workers = celery_routes.consumed_by_file(path, default)
         except Exception as exc:  # noqa: BLE001 - a deploy file we cannot read is a warning, never a crash
             first = " ".join(str(exc).split())[:160]  # a YAML error spans lines: one line per file
             report.warnings.append(f"{path}: not read as a deploy file ({exc.__class__.__name__}: {first})")
             continue
-        if not result or not result[0]:
+        missing = routed - consumed
+        if not workers or not missing:  # a file that starts no worker deploys no consumer to judge
             continue
-        missing, workers = result
-        consumed = set()
-        for worker in workers:
-            consumed |= celery_routes.consumed_queues(list(worker.args), default) or set()
         add("LK07", path, workers[0].line, 1,
             f"the Celery workers this file starts consume only {', '.join(sorted(consumed)) or 'nothing'}; "
             f"tasks routed to {', '.join(sorted(missing))} (task_routes at {setting}) are accepted and stay "

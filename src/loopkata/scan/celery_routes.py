@@ -193,8 +193,8 @@ def worker_commands(deploy_file: str | Path) -> list[Command]:
 
 @dataclass(frozen=True)
 class Routes:
-    """What a Celery configuration routes: queue -> (file, line) of the route; the default queue."""
-    queues: dict
+    """What a Celery configuration routes: the queues its routes name, its default queue, where task_routes is set."""
+    queues: set[str]
     default_queue: str
     where: tuple[str, int] | None  # the task_routes setting
 
@@ -219,7 +219,7 @@ def _string(node, constants: dict) -> str | None:
     return None
 
 
-def _route_queues(node, constants: dict) -> list[tuple[str, int]]:
+def _route_queues(node, constants: dict) -> list[str]:
     """The queues named by a task_routes value: a dict of pattern -> {"queue": q} or q, or a list of those."""
     tables = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
     found = []
@@ -232,11 +232,11 @@ def _route_queues(node, constants: dict) -> list[tuple[str, int]]:
                     if key is not None and _string(key, constants) == "queue":
                         queue = _string(value, constants)
                         if queue:
-                            found.append((queue, value.lineno))
+                            found.append(queue)
             else:
                 queue = _string(route, constants)
                 if queue:
-                    found.append((queue, route.lineno))
+                    found.append(queue)
     return found
 
 
@@ -271,12 +271,11 @@ def _settings(tree: ast.Module):
 def routes_in(tree: ast.Module, filename: str) -> Routes | None:
     """The routes a module configures, or None if it sets no task_routes."""
     constants = _constants(tree)
-    queues, default, where = {}, None, None
+    queues, default, where = set(), None, None
     for name, value in _settings(tree):
         if name == "task_routes":
             where = (filename, value.lineno)
-            for queue, line in _route_queues(value, constants):
-                queues.setdefault(queue, (filename, line))
+            queues.update(_route_queues(value, constants))
         elif name == "task_default_queue":
             default = _string(value, constants) or default
     if where is None:
@@ -284,13 +283,10 @@ def routes_in(tree: ast.Module, filename: str) -> Routes | None:
     return Routes(queues, default or DEFAULT_QUEUE, where)
 
 
-def unconsumed(routes: Routes, deploy_file: str | Path) -> tuple[set[str], list[Command]] | None:
-    """The routed queues (default queue included) that no worker in `deploy_file` consumes,
-    and the file's worker commands; None if the file starts no Celery worker."""
+def consumed_by_file(deploy_file: str | Path, default_queue: str = DEFAULT_QUEUE) -> tuple[set[str], list[Command]]:
+    """The queues that every Celery worker `deploy_file` starts consumes, together, and those workers."""
     workers = worker_commands(deploy_file)
-    if not workers:
-        return None
     consumed = set()
     for worker in workers:
-        consumed |= consumed_queues(list(worker.args), routes.default_queue) or set()
-    return (set(routes.queues) | {routes.default_queue}) - consumed, workers
+        consumed |= consumed_queues(list(worker.args), default_queue) or set()
+    return consumed, workers
