@@ -212,8 +212,9 @@ if THEN:
     # watched while the new workers start, as they would be during a redeploy.
     workers = []
     try:
-        for n, command in enumerate(THEN):
-            workers.append(start(command, pythonpath=where, env={}, name=f"redeployed{n}", wait=False))
+        for n, command in enumerate(THEN):       # in turn, as `running` does; the last is watched starting
+            workers.append(start(command, pythonpath=where, env={}, name=f"redeployed{n}",
+                                 wait=n < len(THEN) - 1))
         ready = poll(THEN_WATCH, starting=workers, settle=10.0)
         for w in workers:
             w.wait_ready()                     # raises, with what it printed, if a worker never started

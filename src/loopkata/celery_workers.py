@@ -105,10 +105,11 @@ def running(commands, *, pythonpath: Path, env: dict):
     """Start every command's worker; stop them all on the way out, whatever happened."""
     workers: list[Worker] = []
     try:
-        for n, command in enumerate(commands):  # all at once: each takes a moment to start
-            workers.append(start(command, pythonpath=pythonpath, env=env, name=f"worker{n}", wait=False))
-        for worker in workers:
-            worker.wait_ready()
+        # One after another, each ready before the next starts: kombu's broker of files creates
+        # an exchange's binding file empty and fills it afterwards, and a second worker binding
+        # the same exchange at that moment reads nothing and exits (JSONDecodeError).
+        for n, command in enumerate(commands):
+            workers.append(start(command, pythonpath=pythonpath, env=env, name=f"worker{n}"))
         yield workers
     finally:
         for worker in workers:
