@@ -228,6 +228,9 @@ def test_ctrl_c_stops_the_check_and_everything_it_started(tmp_path, marker):
     cli = subprocess.Popen(
         [sys.executable, "-m", "loopkata", "check", "bound-semaphore"], env=env, cwd=project,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # As a terminal starts it: a suite launched in the background by a script inherits
+        # SIGINT ignored, and Python then never turns Ctrl-C into KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 20
