@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from .scan.celery_routes import celery_args  # noqa: F401 - one reading of a worker command, shared
+from .scan.celery_routes import celery_args
 from .services import die_with_parent
 
 READY_TIMEOUT = 15.0
