@@ -1,17 +1,20 @@
 """What a failing check tells the learner: a deadlock found at once, a blocked event
-loop told apart from tasks that wait on each other, hints chosen by what went wrong,
-and a broken pytest shown with its reason.
+loop told apart from tasks that wait on each other and from a loop that never yields,
+hints chosen by what went wrong, and a broken pytest shown with its reason.
 """
+import asyncio
 import dataclasses
 import fcntl
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from loopkata import catalogue, hints, progress, runner
 from loopkata.report import render_text
+from loopkata.testing import Hang, run_bounded
 from test_grader import synthetic_kata
 
 
@@ -166,6 +169,61 @@ def test_a_blocked_event_loop_is_named_with_its_line(tmp_path, blocker):
         f"expected the report to say the loop thread is {state} at `{line}`, got:\n{shown}"
     )
     assert "a deadlock between tasks" not in shown, f"a blocked loop is not tasks waiting on each other:\n{shown}"
+
+
+def test_a_loop_that_awaits_only_finished_things_is_named_busy_not_waiting(tmp_path):
+    """a coroutine that re-checks a flag a queued callback would set, awaiting only a finished
+    future, never yields: the report names the busy loop and its lines, not a waiting task"""
+    kata, result, _ = graded(tmp_path, '''
+        import asyncio
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            state = {"ready": False}
+            finished = loop.create_future()
+            finished.set_result(None)
+            loop.call_soon(state.__setitem__, "ready", True)  # queued: runs on the loop's next turn
+            other = asyncio.create_task(asyncio.sleep(5))
+            while not state["ready"]:
+                await finished                          # already done: returns without yielding
+            other.cancel()
+
+        def scenario():
+            asyncio.run(main())
+            return "done"
+    ''', hang_after=0.8, budget=10)
+    shown = render_text(result, kata)
+    assert result.verdict == runner.HANG, shown
+    busy = shown.split("the event loop thread is busy at", 1)
+    assert len(busy) == 2 and "never got a turn" in busy[1], (
+        f"expected the report to say the loop thread is busy and the loop never got a turn, got:\n{shown}"
+    )
+    assert busy[1].split("\n", 1)[0].split(" in ", 1)[1].startswith("main: "), (
+        f"expected the report to name main, the function that never let the loop run, got:\n{shown}"
+    )
+    assert "is waiting" not in shown and "cannot run while it is blocked" not in shown and "deadlock" not in shown, (
+        f"a busy loop is not a waiting task, nor a blocked one:\n{shown}"
+    )
+
+
+def test_a_spinning_loop_is_stopped_once_its_hang_is_reported():
+    """a loop that never yields is stopped once reported, not left to take a core from every test after it"""
+    async def main():
+        finished = asyncio.get_running_loop().create_future()
+        finished.set_result(None)
+        while True:
+            await finished
+
+    before = set(threading.enumerate())
+    with pytest.raises(Hang) as hang:
+        run_bounded(asyncio.run, main(), what="the spin", seconds=0.6)
+    assert "never got a turn" in hang.value.stacks, f"expected a busy loop, got:\n{hang.value.stacks}"
+    left = [t for t in threading.enumerate() if t not in before]
+    for thread in left:
+        thread.join(2)
+    assert not any(t.is_alive() for t in left), (
+        f"expected the spinning scenario's thread to end once its hang was reported, {left} still run"
+    )
 
 
 # --- hints follow what went wrong, not the test's title ------------------------

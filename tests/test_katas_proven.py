@@ -5,13 +5,45 @@
 - the reference solution passes;
 - every decoy (a plausible wrong fix) fails, and every variant (another correct
   fix) passes, so the tests grade behaviour rather than the shape of our fix.
+
+A decoy that is wrong only on some Pythons (it relies on how one version's
+asyncio behaves) says so with a line of its docstring, `wrong_on_python =
+">=3.12"` (a version specifier): there it must fail, and on every other Python
+it must pass, so the suite stays honest on each version it runs on.
 """
+import ast
+import platform
+import re
+
 import pytest
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from loopkata import catalogue, runner
 from loopkata.report import render_text
 
 KATAS = catalogue.load()
+PYTHON = platform.python_version()
+PYTHON_X_Y = ".".join(PYTHON.split(".")[:2])
+WRONG_ON_PYTHON = re.compile(r'^wrong_on_python\s*=\s*"([^"]*)"\s*$', re.MULTILINE)
+
+
+def wrong_on_python(decoy) -> str | None:
+    """The version specifier of the Pythons a decoy is wrong on, or None: wrong on every one."""
+    files = sorted(decoy.rglob("*.py")) if decoy.is_dir() else [decoy]
+    for f in files:
+        found = WRONG_ON_PYTHON.search(ast.get_docstring(ast.parse(f.read_text(encoding="utf-8"))) or "")
+        if found:
+            try:
+                SpecifierSet(found.group(1))
+            except InvalidSpecifier:
+                pytest.fail(f'{f}: wrong_on_python = "{found.group(1)}" is not a version specifier like ">=3.12"')
+            return found.group(1)
+    return None
+
+
+def wrong_here(decoy) -> bool:
+    spec = wrong_on_python(decoy)
+    return spec is None or SpecifierSet(spec).contains(PYTHON)
 
 
 def _cases():
@@ -19,7 +51,10 @@ def _cases():
         yield pytest.param(k, "starter", k.kata_path, id=f"{k.id}-starter-fails-with-its-symptom")
         yield pytest.param(k, "solution", k.solution_path, id=f"{k.id}-solution-passes")
         for d in k.decoys:
-            yield pytest.param(k, "decoy", d, id=f"{k.id}-decoy-{d.stem}-fails")
+            if wrong_here(d):
+                yield pytest.param(k, "decoy", d, id=f"{k.id}-decoy-{d.stem}-fails")
+            else:
+                yield pytest.param(k, "decoy right here", d, id=f"{k.id}-decoy-{d.stem}-passes-on-python-{PYTHON_X_Y}")
         for v in k.variants:
             yield pytest.param(k, "variant", v, id=f"{k.id}-variant-{v.stem}-passes")
 
@@ -30,6 +65,12 @@ def test_kata_is_proven(kata, role, impl):
     shown = render_text(result, kata)
     if role in ("solution", "variant"):
         assert result.passed, f"expected the {role} {impl.name} to pass every hidden test, but:\n{shown}"
+        return
+    if role == "decoy right here":
+        assert result.passed, (
+            f"expected the decoy {impl.name}, wrong only on Python {wrong_on_python(impl)}, to pass every hidden "
+            f"test on Python {PYTHON} (or its wrong_on_python line is wrong), but:\n{shown}"
+        )
         return
     assert result.verdict in (runner.FAILED, runner.HANG), (
         f"expected the {role} {impl.name} to fail its tests (not to pass, not to crash on import), got:\n{shown}"

@@ -126,3 +126,110 @@ def draw(run: dict, ax, title: str) -> None:
             ax.plot(end, number, "x", color="#cf222e", ms=4)
     if run["collected_at"] is not None:
         ax.axvline((run["collected_at"] - t0) * 1000, ls="--", color="#9a6700")
+
+
+# --- the drain that never ends (Python 3.12 and later) -------------------------
+
+# One write has finished and its done callback (the set's discard) is queued, not run:
+# the moment the kata's burst test makes certain. Then the drain every version accepts,
+# written with gather (DRAIN="gather") or with asyncio.wait (DRAIN="wait").
+_TRAP = """
+import asyncio, sys, threading, time
+
+rounds = 0
+
+async def main():
+    global rounds
+    writes = set()
+
+    async def write():
+        return "+OK"
+
+    task = asyncio.create_task(write())
+    writes.add(task)
+    task.add_done_callback(writes.discard)
+    await asyncio.sleep(0)   # one turn: the write runs and finishes; its discard is queued for the next turn
+
+    while pending := list(writes):
+        rounds += 1
+        {drain}
+
+def report():   # from another thread: the loop's own thread never stops to print
+    time.sleep(1.0)
+    print(f"still draining after 1 s: {{rounds}} rounds, the finished write still in the set", flush=True)
+
+threading.Thread(target=report, daemon=True).start()
+asyncio.run(main())
+print(f"drained after {{rounds}} round{{'s' if rounds > 1 else ''}}: the set is empty", flush=True)
+"""
+_DRAINS = {
+    "gather": "await asyncio.gather(*pending, return_exceptions=True)",
+    "wait": "await asyncio.wait(pending)",
+}
+
+
+def drain_trap(drain: str, timeout: float = 3.0) -> dict:
+    """Run the drain (`gather` or `wait`) in its own process, killed after `timeout` seconds.
+
+    Returns whether it hung and what it printed (the last line says how many rounds it took)."""
+    out = run_isolated(_TRAP.format(drain=_DRAINS[drain]), timeout=timeout)
+    lines = out.stdout.strip().splitlines()
+    return {"hung": out.hung, "said": lines[-1] if lines else "(nothing)", "stacks": out.stacks}
+
+
+# Five rounds of gather on a write that has finished, its discard queued: does the set empty?
+_PROBE = """
+import asyncio, sys
+
+async def main():
+    writes = set()
+    async def write():
+        return "+OK"
+    task = asyncio.create_task(write())
+    writes.add(task)
+    task.add_done_callback(writes.discard)
+    await asyncio.sleep(0)
+    for rounds in range(1, 6):
+        await asyncio.gather(*writes, return_exceptions=True)
+        if not writes:
+            return rounds
+    return None
+
+print(sys.version.split()[0], asyncio.run(main()))
+"""
+
+
+def gather_rounds(python: str) -> tuple[str, int | None] | None:
+    """(version, rounds of gather until the set is empty, None if not within 5) with that
+    interpreter, or None if it does not run here. The probe cannot hang: 5 rounds at most."""
+    import subprocess
+
+    try:
+        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0 or not out.stdout.split():
+        return None
+    version, rounds = out.stdout.split()
+    return version, None if rounds == "None" else int(rounds)
+
+
+def pythons() -> list[str]:
+    """This kernel's Python, then any other 3.11, 3.12 or 3.13 found on PATH or in the project's venvs."""
+    import shutil
+    import sys
+
+    found = [sys.executable]
+    found += [p for v in ("3.11", "3.12", "3.13") if (p := shutil.which(f"python{v}"))]
+    found += [str(p) for p in sorted(ROOT.glob(".venv*/bin/python"))]
+    return found
+
+
+def gather_by_version() -> dict[str, int | None]:
+    """version -> rounds of gather until the set empties (None: not within 5), for every Python found."""
+    seen: dict[str, int | None] = {}
+    for python in pythons():
+        result = gather_rounds(python)
+        if result is not None:
+            seen.setdefault(*result)
+    return seen

@@ -9,6 +9,7 @@ cancelled, and raise Hang.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import linecache
 import os
@@ -305,14 +306,66 @@ def _resolve(frame, expr: str):
     return obj
 
 
+_EVENTS_FILE = asyncio.events.__file__
+
+
+def _callback_running(frame):
+    """The asyncio Handle whose callback (a task's step, say) this loop thread is inside, or None."""
+    while frame is not None:
+        if frame.f_code.co_name == "_run" and frame.f_code.co_filename == _EVENTS_FILE:
+            handle = frame.f_locals.get("self")
+            return handle if isinstance(handle, asyncio.Handle) else None
+        frame = frame.f_back
+    return None
+
+
 class _Watch:
-    """Samples a running scenario thread to see that it can never finish, before any timeout."""
+    """Samples a running scenario thread to see that it can never finish, before any timeout,
+    and whether its event loop spins: the thread stays out of select, inside one and the same
+    callback of the loop (a task's step), and keeps using the CPU."""
+
+    KEEP = 200  # samples of the current run inside one callback, the latest
 
     def __init__(self, thread: threading.Thread):
         self.thread, self.seen, self.cpu = thread, 0, _cpu_seconds(thread)
+        self.started = time.monotonic()
+        self.handle, self.since, self.since_cpu, self.samples = None, None, None, []
+
+    def _sample(self, frame) -> None:
+        handle = _callback_running(frame) if frame is not None and not _in_select(frame) else None
+        if handle is None or handle is not self.handle:
+            self.handle, self.samples = handle, []
+            self.since = time.monotonic() if handle is not None else None
+            self.since_cpu = _cpu_seconds(self.thread) if handle is not None else None
+        if handle is None:
+            return
+        position = (frame.f_code, frame.f_lasti)  # the innermost instruction
+        chain = []
+        while frame is not None:
+            code = frame.f_code
+            chain.append((code.co_filename, code.co_firstlineno, code.co_name, frame.f_lineno))
+            frame = frame.f_back
+        self.samples.append((chain[::-1], position))
+        del self.samples[:-self.KEEP]
+
+    def spinning(self) -> list | None:
+        """The stacks (outermost first) sampled while the loop thread ran inside one callback, out
+        of select and using the CPU, for at least the second half of the time so far; else None."""
+        now = time.monotonic()
+        if self.since is None or len(self.samples) < 3 or now - self.since < 0.5 * (now - self.started):
+            return None
+        cpu = _cpu_seconds(self.thread)
+        # A thread blocked in a call uses no CPU. A spinning one uses a share of a core even on a
+        # loaded machine, and where the CPU time cannot be read, its innermost instruction moves.
+        used = None if cpu is None or self.since_cpu is None else cpu - self.since_cpu
+        moved = len({position for _, position in self.samples}) > 1
+        if not (moved if used is None else used > 0.1 * (now - self.since)):
+            return None
+        return [chain for chain, _ in self.samples]
 
     def certainly_stuck(self) -> bool:
         frame = sys._current_frames().get(self.thread.ident)
+        self._sample(frame)
         stuck = False
         if frame is not None:
             loop = _loop_of(frame)
@@ -349,36 +402,76 @@ def _blocked_loop_lines(frame, busy: bool | None) -> list[str]:
     return [head] + [f"    {f}" for f in describe_frames(mine)]
 
 
-def where_stuck(thread: threading.Thread, busy: bool | None = None) -> tuple[str, list]:
-    """A readable report of a stuck thread: a blocked event-loop thread, or tasks that all wait."""
+def _spinning_loop_lines(samples: list) -> list[str]:
+    """The loop thread kept running inside one callback: name the innermost function of the
+    learner's that every sample was in, at the first of its lines the samples saw (a loop's head)."""
+    mine: dict[str, bool] = {}
+    for chain in samples:
+        for filename, *_ in chain:
+            if filename not in mine:
+                mine[filename] = is_learner_file(filename)
+    chains = [[f for f in chain if mine[f[0]]] or chain for chain in samples]
+    depth = 0
+    while all(len(c) > depth and c[depth][:3] == chains[0][depth][:3] for c in chains):
+        depth += 1
+    if not depth:
+        return []
+    file, _, func, _ = chains[-1][depth - 1]
+    seen = sorted({c[depth - 1][3] for c in chains if c[depth - 1][3]})
+    if not seen:
+        return []
+    first = seen[0]
+    head = (f"the event loop thread is busy at {display_path(file)}:{first} in {func}: it kept running there "
+            f"until the time ran out, never going back to the loop, so the event loop never got "
+            f"a turn (a loop that awaits only finished things never yields, and neither does CPU-bound work: "
+            f"callbacks, timers and every other task wait for it)")
+    shown = chains[-1][:depth - 1] + [(file, 0, func, first)]
+    return [head] + [f"    {f}" for f in describe_frames([(f[0], f[3], f[2]) for f in shown])]
+
+
+def _on_stack(frame) -> list:
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return out
+
+
+def where_stuck(thread: threading.Thread, busy: bool | None = None, spin: list | None = None) -> tuple[str, list]:
+    """A readable report of a stuck thread: a blocked or busy event-loop thread, or tasks that all wait.
+
+    `spin`: the stacks sampled while the loop thread ran inside one callback (see _Watch.spinning)."""
     loops = _loops_on(thread.ident)
     frame = sys._current_frames().get(thread.ident)
     lines: list[str] = []
     blocked = [loop for loop in loops if frame is not None and not _in_select(frame)]
     if blocked:
-        lines += _blocked_loop_lines(frame, busy)
+        spinning = _spinning_loop_lines(spin) if spin else []
+        busy = busy or bool(spinning)
+        lines += spinning or _blocked_loop_lines(frame, busy)
+    running = _on_stack(frame) if blocked else []  # the task on the thread's stack is the one that blocks it
+    waiting = [
+        task for loop in loops for task in asyncio.all_tasks(loop)
+        if not task.done() and not any(getattr(task.get_coro(), "cr_frame", None) is f for f in running)
+    ]
     groups: dict[tuple[str, ...], int] = {}
     others = 0
-    for loop in loops:
-        for task in asyncio.all_tasks(loop):
-            if not task.done():
-                chain = tuple(describe_frames(_task_frames(task), fallback=False))
-                if not chain:
-                    others += 1  # a task with no line of the learner's (asyncio.sleep, say)
-                    continue
-                groups[chain] = groups.get(chain, 0) + 1
+    for task in waiting:
+        chain = tuple(describe_frames(_task_frames(task), fallback=False))
+        if not chain:
+            others += 1  # a task with no line of the learner's (asyncio.sleep, say)
+            continue
+        groups[chain] = groups.get(chain, 0) + 1
     if others and not groups:
-        for loop in loops:  # nothing of the learner's: show asyncio's own lines after all
-            for task in asyncio.all_tasks(loop):
-                if not task.done():
-                    chain = tuple(describe_frames(_task_frames(task)))
-                    groups[chain] = groups.get(chain, 0) + 1
+        for task in waiting:  # nothing of the learner's: show asyncio's own lines after all
+            chain = tuple(describe_frames(_task_frames(task)))
+            groups[chain] = groups.get(chain, 0) + 1
         others = 0
     if groups and not blocked:
         lines.append("every task is waiting, and none can wake another: a deadlock between tasks")
     for chain, count in sorted(groups.items(), key=lambda g: (-len(g[0]), g[0])):
         if blocked:
-            lines.append(f"{count} task{'s' if count > 1 else ''} cannot run while it is blocked, at")
+            lines.append(f"{count} task{'s' if count > 1 else ''} cannot run while it is {'busy' if busy else 'blocked'}, at")
         else:
             lines.append(f"{count} task{'s are' if count > 1 else ' is'} waiting at")
         lines += [f"    {f}" for f in chain]
@@ -401,8 +494,10 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
     hang_after), or as soon as it can be seen that it can never finish (an
     event loop with nothing left that could wake it; a thread waiting for a
     threading.Lock it holds itself). Pending asyncio tasks of a stuck loop are
-    cancelled so the thread can end; a thread stuck on a threading lock cannot
-    be freed and is left behind as a daemon.
+    cancelled so the thread can end; an event loop thread that spun inside one
+    task until the time ran out (the report says it is busy and the loop never
+    got a turn) is stopped with Interrupted; a thread stuck on a threading lock
+    cannot be freed and is left behind as a daemon.
 
     `stuck`, if given, is asked at every poll: a test that knows more (which
     thread holds which lock) returns a sentence saying why the scenario can
@@ -431,7 +526,8 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
         cpu = _cpu_seconds(thread)
         waited = time.monotonic() - started
         busy = None if cpu is None or watch.cpu is None else (cpu - watch.cpu) > 0.5 * waited
-        stacks, loops = where_stuck(thread, busy)
+        spin = watch.spinning()
+        stacks, loops = where_stuck(thread, busy, spin)
         if known:
             stacks = f"{known}\n{stacks}"
         for loop in loops:
@@ -442,10 +538,24 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
                 pass  # the loop closed meanwhile: nothing left to cancel
         if loops and _in_select(sys._current_frames().get(thread.ident)):
             thread.join(0.5)  # let the cancelled tasks unwind; a blocked thread is left as it is
+        elif spin and loops:
+            _interrupt(thread)  # a loop that never yields would never see a cancel: stop it spinning
+            thread.join(0.5)
         raise Hang(what, seconds, stacks, certain)
     if "error" in box:
         raise box["error"]
     return box.get("value")
+
+
+class Interrupted(BaseException):
+    """Raised inside a scenario whose event loop spun until its time ran out, so that it stops:
+    a BaseException, so that the code's own `except Exception` does not keep it spinning."""
+
+
+def _interrupt(thread: threading.Thread) -> None:
+    """Raise Interrupted in `thread` at its next Python instruction; left to spin, a busy loop
+    would take a core and a share of the interpreter lock from every test after it."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(Interrupted))
 
 
 def loops_alive(refs) -> int:

@@ -19,15 +19,29 @@ A store can also be slow to write: `PriceStore(slow={"price:sku": 3.0})` answers
 SET price:sku after 3 s, and writes the value only then, if the client is
 still connected: a write its client gave up on (closed the connection) never
 lands.
+
+And a loaded machine can hand the event loop many replies in one wake-up:
+`PriceStore(together=6)` holds the replies to the first 6 commands until all 6
+are in, then sends the SET replies and the GET reply last, in one burst; the
+invocation's loop, made by `WakesOnceForABurst`, sleeps through the burst and
+handles all of it in one turn, the GET's reply last. The writes have then
+finished by the time the quote comes back, and their done callbacks have not
+run yet: made deterministic, a moment that otherwise comes only now and then.
+Automatic garbage collections are off meanwhile, so that test fails for that
+moment alone (the collector has a test of its own).
 """
 import asyncio
+import contextlib
 import gc
 import logging
+import selectors
+import socket
 import threading
 import time
+import warnings
 import weakref
 
-from loopkata.testing import hang_after, run_bounded
+from loopkata.testing import Hang, hang_after, run_bounded
 
 
 class PriceStore:
@@ -38,7 +52,7 @@ class PriceStore:
     READ_QUEUE_LIMIT = 1.0  # a GET waits at most this long for the writes in flight
 
     def __init__(self, gc_during_auth: int = 0, fail: dict | None = None, token: str = "dev", get_delay: float = 0.0,
-                 slow: dict | None = None):
+                 slow: dict | None = None, together: int = 0):
         self.data: dict[str, str] = {}
         self.get_delay = get_delay  # seconds the store takes to answer a GET (a slow read)
         self.fail = dict(fail or {})  # key -> error line answered to SET key
@@ -55,6 +69,10 @@ class PriceStore:
         self._last_arrival = 0.0
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="price-store", daemon=True)
+        self.together = together  # hold the replies to this many commands, then send them in one burst
+        self._held: list[tuple[str, asyncio.StreamWriter, str]] = []
+        self.burst_started, self.burst_sent = threading.Event(), threading.Event()
+        self.answered_last: set[int] = set()  # client ports whose reply ends the burst (the GETs)
 
     @property
     def address(self) -> str:
@@ -85,13 +103,16 @@ class PriceStore:
         server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = server.sockets[0].getsockname()[1]
         watcher = asyncio.create_task(self._release_when_loaded()) if self._holding else None
+        self._burst = asyncio.Event()
+        bursting = asyncio.create_task(self._answer_together()) if self.together else None
         self._ready.set()
         try:
             await self._stop.wait()
             await self._take_the_backlog()
         finally:
-            if watcher is not None:
-                watcher.cancel()
+            for task in (watcher, bursting):
+                if task is not None:
+                    task.cancel()
             server.close()
 
     async def _take_the_backlog(self):
@@ -118,6 +139,22 @@ class PriceStore:
         self.collections += 1
         self._holding = False
         self._gate.set()
+
+    async def _answer_together(self):
+        """Once `together` replies wait (or nothing new came for QUIET s), send them all at once,
+        the SETs' first and the GETs' last, each with one write on its idle socket."""
+        loop = asyncio.get_running_loop()
+        while len(self._held) < self.together and not (
+            self._held and loop.time() - self._last_arrival >= self.QUIET
+        ):
+            await asyncio.sleep(0.002)
+        held = sorted(self._held, key=lambda h: h[0] == "GET")
+        self.answered_last.update(w.get_extra_info("peername")[1] for verb, w, _ in held if verb == "GET")
+        self.burst_started.set()
+        for _, writer, reply in held:
+            writer.write(reply.encode() + b"\n")
+        self.burst_sent.set()
+        self._burst.set()
 
     async def _behind_writes_in_flight(self):
         deadline = asyncio.get_running_loop().time() + self.READ_QUEUE_LIMIT
@@ -163,6 +200,11 @@ class PriceStore:
                     reply = f"+{self.data[rest]}" if rest in self.data else "_"
                 else:
                     reply = f"-ERR unknown command '{verb}'"
+                if self.together and verb in ("SET", "GET") and not self._burst.is_set():
+                    self._held.append((verb, writer, reply))  # answered in the burst
+                    self._last_arrival = asyncio.get_running_loop().time()
+                    await self._burst.wait()
+                    continue
                 writer.write(reply.encode() + b"\n")
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
@@ -337,3 +379,88 @@ def test_a_slow_write_still_lands(kata):
         f"and no failure was logged at ERROR with its traceback ({logged(logged_by_return)})"
     )
     assert out == {"sku": "sku-0", "price": batch["sku-0"]}, f"expected the quote of sku-0, got {out!r}"
+
+
+class WakesOnceForABurst(selectors.DefaultSelector):
+    """The selector of the invocation's event loop, as on a loaded machine: the loop sleeps
+    through the store's burst of replies and handles all of it in one turn, the GET's reply last."""
+
+    def __init__(self, store: PriceStore):
+        super().__init__()
+        self.store, self.handled = store, False
+
+    def select(self, timeout=None):
+        ready = super().select(timeout)
+        if ready and not self.handled and self.store.burst_started.is_set():
+            self.handled = True
+            self.store.burst_sent.wait(5)
+            seen = {key.fd for key, _ in ready}
+            ready += [(key, mask) for key, mask in super().select(0) if key.fd not in seen]
+            ready.sort(key=lambda event: _local_port(event[0].fd) in self.store.answered_last)
+        return ready
+
+
+def _local_port(fd: int) -> int | None:
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return None  # not a socket
+    try:
+        name = sock.getsockname()
+        return name[1] if isinstance(name, tuple) else None
+    except OSError:
+        return None
+    finally:
+        sock.detach()  # the fd stays the event loop's
+
+
+@contextlib.contextmanager
+def loops_made_with(selector, store):
+    """Meanwhile, every event loop that asyncio.run makes (the kata's own call, unchanged) runs
+    on `selector(store)`: an event loop policy is the hook asyncio gives for that."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the policy API is deprecated from 3.14 on
+
+        class Policy(asyncio.DefaultEventLoopPolicy):
+            def new_event_loop(self):
+                return asyncio.SelectorEventLoop(selector(store))
+
+        previous = asyncio.get_event_loop_policy()
+        asyncio.set_event_loop_policy(Policy())
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            asyncio.set_event_loop_policy(previous)
+
+
+def test_the_handler_returns_when_its_writes_finish_as_the_quote_comes_back(kata):
+    """the handler returns when its writes finish at the very moment its quote comes back"""
+    batch = prices(5)
+    with PriceStore(together=len(batch) + 1) as store:
+        store.data["price:quoted"] = "5.00"
+        collecting = gc.isenabled()
+        gc.disable()  # this test is about the done callbacks; the garbage collector has a test of its own
+        with loops_made_with(WakesOnceForABurst, store):
+            try:
+                out = invoke(kata, store, {"prices": batch, "quote": "quoted"})
+            except Hang as hang:
+                n = len(batch)
+                said = (
+                    f"expected the invocation to return its quote once its {n} writes were done, but it did not "
+                    f"finish: it is stuck (a real price store answered the {n} writes and then the quote in one "
+                    "burst, and the invocation's event loop took the whole burst in one turn: when the quote came "
+                    "back, every write had finished and their done callbacks had not run yet)"
+                )
+                hang.args = (said,)  # the same stacks, with what was expected and how the test got there
+                raise
+            finally:
+                if collecting:
+                    gc.enable()
+        landed = store.landed(batch)
+    assert len(landed) == len(batch), (
+        f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed (the store answered the "
+        "writes and then the quote in one burst, which the invocation's event loop took in one turn)"
+    )
+    assert out == {"sku": "quoted", "price": "5.00"}, f"expected the quote {{'sku': 'quoted', 'price': '5.00'}}, got {out!r}"

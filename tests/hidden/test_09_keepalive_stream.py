@@ -1,0 +1,184 @@
+"""Hidden tests for kata 09, keepalive-stream.
+
+Every test gets a fresh copy of the package (`kata`), serves
+`app.create_app(events, keepalive_seconds)` with a real uvicorn server on
+127.0.0.1 (an ephemeral port, in a thread of its own, stopped by the test), and
+reads `GET /drafts/{id}/events` with httpx as a browser would: every chunk of
+bytes timestamped on arrival. The events come from a scripted draft
+(`keepalive_stream_harness.Script`): step n sleeps for a set time (0 for a
+quick step, which still yields to the event loop once), then yields section
+n; every start, finish and cancellation of a step, and the generator's
+`finally`, is recorded on the same clock.
+
+Times are scaled down from production (a 25 s keepalive, steps of minutes): the
+keepalive interval here is 0.04 s and a quiet step lasts 0.1 to 1 s.
+"""
+import importlib
+import time
+
+from keepalive_stream_harness import ENDINGS, Script, Served, read_stream
+
+from loopkata.testing import run_bounded
+
+INTERVAL = 0.04  # the keepalive interval the tests serve the app with
+MARGIN = 0.16  # how much later than the interval a keepalive may come on a busy machine
+QUIET = 2.5 * INTERVAL  # a step at least this long must see a keepalive go out meanwhile
+GRACE = 0.3  # how soon after a client leaves the generator must be closed and nothing left running
+HOW = "reading the stream through a real uvicorn server"
+
+
+def app_of(kata):
+    return importlib.import_module(f"{kata.__name__}.app")
+
+
+def stream(kata, script: Script, leave=None):
+    """Serve the kata's app over `script` and read one whole stream; (reading, server) after the server stopped."""
+    app = app_of(kata).create_app(script.events, INTERVAL)
+    deadline = sum(script.seconds) + 1.0
+    with Served(app) as server:
+        reading = run_bounded(read_stream, f"{server.url}/drafts/d-42/events", deadline=deadline, leave=leave,
+                              silence=1.0, what="reading the event stream", seconds=deadline + 3)
+    return reading, server
+
+
+def sections(names: list[str]) -> str:
+    numbers = [n.removeprefix("section ") for n in names]
+    if len(numbers) == 1:
+        return f"section {numbers[0]}"
+    return f"sections {', '.join(numbers[:-1])} and {numbers[-1]}"
+
+
+def what_the_generator_saw(script: Script, reading, server) -> str:
+    """Cancellations of the scripted generator's steps and its closing, on the reading's clock, as a
+    sentence or '' (before the test stopped the server: not the server's own teardown)."""
+    parts, end = [], server.stopping_at
+    for n in range(len(script.seconds)):
+        cancelled = [t for t in script.when("cancelled", n) if t <= end]
+        if cancelled:
+            parts.append(f"step {n} of the generator was cancelled at "
+                         + " and ".join(f"{reading.at(t):.2f} s" for t in cancelled))
+    closed = [t for t in script.when("closed") if t <= end]
+    if closed and reading.ended != "complete":
+        parts.append(f"the generator was closed at {reading.at(closed[0]):.2f} s")
+    text = "; ".join(parts)
+    return (text[0].upper() + text[1:] + ".") if text else ""
+
+
+def assert_every_section(reading, script: Script, server) -> None:
+    want, got = script.expected(), reading.items()
+    if got == want and reading.ended == "complete":
+        return
+    if not got:
+        received = "got no section"
+    elif got == want:
+        received = "got every section, but " + {
+            "deadline": "the stream was still open when the client stopped reading",
+            "broken": "the server broke the response off instead of ending it",
+            "silent": "then nothing, not even the end of the stream",
+        }.get(reading.ended, f"the stream did not end after the last ({reading.ended})")
+    else:
+        received = f"got {sections(got)}"
+    extra = " ".join(s for s in (
+        what_the_generator_saw(script, reading, server),
+        f"The server logged {server.error_text()}." if server.error_text() else "",
+    ) if s)
+    raise AssertionError(
+        f"expected {sections(want)} in order, then the end of the stream ({HOW}), "
+        f"but {received}: {reading.story()}." + (f" {extra}" if extra else "")
+    )
+
+
+def assert_each_step_started_once(reading, script: Script) -> None:
+    twice = {n: c for n, c in script.starts().items() if c > 1}
+    if not twice:
+        return
+    n, count = next(iter(twice.items()))
+    at = [f"{reading.at(t):.2f} s" for t in script.when("started", n)]
+    at = ", ".join(at[:-1]) + " and " + at[-1]
+    others = f" (and so did step{'s' if len(twice) > 2 else ''} {', '.join(str(m) for m in list(twice)[1:])})" \
+        if len(twice) > 1 else ""
+    raise AssertionError(
+        f"expected each step of the generator to start once ({HOW}), but step {n} started "
+        f"{count} times, at {at}{others}: every restart repeats the model call. The client received: "
+        f"{reading.story()}."
+    )
+
+
+def test_every_section_arrives_in_order_with_keepalives_meanwhile(kata):
+    """every section arrives, in order, with a keepalive while each slow step runs"""
+    script = Script([QUIET, 0.0, QUIET])
+    reading, server = stream(kata, script)
+    assert_every_section(reading, script, server)
+    assert_each_step_started_once(reading, script)
+    item_times = [t for t, _ in reading.item_frames()]
+    for n, seconds in enumerate(script.seconds):
+        if seconds < QUIET:
+            continue
+        since = item_times[n - 1] if n else 0.0
+        between = [t for t in reading.keepalives() if since <= t <= item_times[n]]
+        assert between, (
+            f"expected a keepalive while step {n} ran ({seconds:.2f} s with nothing to send, keepalive interval "
+            f"{INTERVAL:g} s; {HOW}), but none arrived between "
+            f"{'section ' + str(n - 1) if n else 'the start'} at {since:.2f} s and section {n} at "
+            f"{item_times[n]:.2f} s: {reading.story()}."
+        )
+
+
+def test_a_slow_step_runs_once_and_the_stream_never_goes_silent(kata):
+    """a slow step runs once, and the stream never goes silent for much longer than the keepalive interval"""
+    script = Script([0.0, 0.4])
+    reading, server = stream(kata, script)
+    assert_each_step_started_once(reading, script)
+    assert_every_section(reading, script, server)
+    limit = INTERVAL + MARGIN
+    longest = max(reading.silences(), key=lambda s: s[1] - s[0], default=(0.0, 0.0))
+    assert longest[1] - longest[0] <= limit, (
+        f"expected no silence longer than {limit:g} s (the keepalive interval, {INTERVAL:g} s, plus {MARGIN:g} s "
+        f"for a busy machine; {HOW}), but the stream sent nothing from {longest[0]:.2f} s to {longest[1]:.2f} s "
+        f"({longest[1] - longest[0]:.2f} s): {reading.story()}."
+    )
+
+
+def test_a_client_that_leaves_mid_stream_stops_the_generator(kata):
+    """when a client leaves mid-stream, the generator is closed at once and nothing it started keeps running"""
+    script = Script([0.0, 1.0, 0.0])
+
+    def leave(reading):  # go away at the first keepalive after section 0, while step 1 runs
+        return bool(reading.items()) and reading.frames[-1][1].startswith(":")
+
+    app = app_of(kata).create_app(script.events, INTERVAL)
+    with Served(app) as server:
+        # with no keepalive to leave at, the client stops waiting after 0.3 s of silence, and leaves then
+        reading = run_bounded(read_stream, f"{server.url}/drafts/d-42/events", deadline=1.0, leave=leave,
+                              silence=0.3, what="reading the event stream", seconds=4)
+        left = time.monotonic()
+        while time.monotonic() - left < GRACE and (not script.closed() or script.running()):
+            time.sleep(0.005)
+        closed, running = script.closed(), script.running()
+        pending = server.pending_tasks()
+        while closed and not running and pending and time.monotonic() - left < 2 * GRACE:
+            time.sleep(0.01)  # the server's own tasks for the response may take a moment to finish
+            pending = server.pending_tasks()
+    if reading.ended in ("left", "silent", "deadline"):
+        gone = f"the client left at {reading.ended_at:.2f} s"
+    else:
+        gone = f"the stream ended at {reading.ended_at:.2f} s ({ENDINGS[reading.ended]})"
+    tasks = f"; pending on the server's loop: {'; '.join(pending)}" if pending else ""
+    if running or not closed:
+        steps = ", ".join(f"step {n} (started at {reading.at(script.when('started', n)[-1]):.2f} s)" for n in running)
+        state = (f"{steps} {'was' if len(running) == 1 else 'were'} still running" if running else "")
+        if not closed:
+            state = "the generator was still open (its finally had not run)" + (f" and {state}" if state else "")
+        raise AssertionError(
+            f"expected the generator to be closed and its step in progress stopped within {GRACE:g} s after the "
+            f"client left mid-stream ({HOW}), but {GRACE:g} s after {gone}, {state}{tasks}. "
+            f"The client received: {reading.story()}."
+        )
+    assert pending is not None, (
+        f"expected the server's event loop to answer after the client left ({HOW}), but it did not answer "
+        f"within 1 s: something blocks it. The client received: {reading.story()}."
+    )
+    assert not pending, (
+        f"expected no task left pending on the server's loop after the client left mid-stream ({HOW}), "
+        f"but {2 * GRACE:g} s after {gone}, {len(pending)} still were: {'; '.join(pending)}."
+    )

@@ -1,0 +1,329 @@
+"""Hidden tests for kata 10, swallowed-traceback.
+
+Every test gets a fresh copy of the implementation (`kata`) and calls its
+`handler(event, context)` as Lambda would: one `asyncio.run` per call, under a
+hang guard. The steps are real coroutines. A failing step fails two calls deep,
+inside a function of its own (`read_vendor_block`, `parse_line_total`), with a
+message no other step shares, so the log can be searched for each failure.
+
+What was logged is read through a real logging handler on the root logger, and
+rendered by a standard logging.Formatter, as a terminal or a log shipper would
+show it.
+"""
+import asyncio
+import logging
+
+from loopkata.testing import run_bounded
+
+STEP_SECONDS = 0.01  # a tool call of a step that succeeds: the failing steps fail before it returns
+FORMAT = logging.Formatter("%(levelname)s %(message)s")
+
+
+# --- the steps -----------------------------------------------------------------
+
+async def read_vendor_block(receipt: str) -> str:
+    await asyncio.sleep(0)
+    raise RuntimeError("vendor block unreadable: OCR confidence 0.41 is below 0.60")
+
+
+async def parse_line_total(receipt: str) -> str:
+    await asyncio.sleep(0)
+    raise ValueError("line total is not a number: '12,5O'")
+
+
+async def extract_fields(receipt: str, reader) -> str:
+    return await reader(receipt)
+
+
+class Failure:
+    """A step that fails: its name, the function it fails in, and the exception it raised (once it ran)."""
+
+    def __init__(self, name: str, inner):
+        self.name, self.inner, self.exc = name, inner, None
+
+    @property
+    def frame(self) -> str:
+        return self.inner.__name__
+
+    @property
+    def message(self) -> str:
+        return str(self.exc) if self.exc is not None else ""
+
+    @property
+    def what(self) -> str:
+        return type(self.exc).__name__ if self.exc is not None else "exception"
+
+
+class Workflow:
+    """Layers of receipt steps; `failing` maps a step name to the function it fails in."""
+
+    def __init__(self, sizes: list[int], failing: dict[str, object], slow: int = 0, slow_seconds: float = 0.0):
+        self.failures = {name: Failure(name, inner) for name, inner in failing.items()}
+        self.expected: dict[str, str] = {}
+        self.slow = [f"slow-{i + 1}" for i in range(slow)]
+        self.layers = []
+        number = 0
+        for size in sizes:
+            layer = {}
+            for _ in range(size):
+                number += 1
+                name = f"receipt-{number:02d}"
+                layer[name] = self._step(name)
+                if name not in self.failures:
+                    self.expected[name] = f"{name}: 3 fields"
+            self.layers.append(layer)
+        for name in self.slow:
+            self.layers[0][name] = self._sleeper(name, slow_seconds)
+
+    def _step(self, name: str):
+        failure = self.failures.get(name)
+
+        async def step():
+            if failure is None:
+                await asyncio.sleep(STEP_SECONDS)
+                return f"{name}: 3 fields"
+            try:
+                return await extract_fields(name, failure.inner)
+            except Exception as exc:
+                failure.exc = exc
+                raise
+
+        return step
+
+    @staticmethod
+    def _sleeper(name: str, seconds: float):
+        async def step():
+            await asyncio.sleep(seconds)
+            return f"{name}: done"
+
+        return step
+
+    @property
+    def event(self) -> dict:
+        return {"layers": self.layers}
+
+
+class Context:
+    """What Lambda hands the handler: how much time the invocation has left."""
+
+    def __init__(self, remaining_ms: int):
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+class Records(logging.Handler):
+    """Keeps every record logged during an invocation, on the root logger."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def __enter__(self):
+        logging.getLogger().addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger().removeHandler(self)
+
+
+def invoke(kata, workflow: Workflow, remaining_ms: int = 60_000):
+    """One invocation through handler: (answer, the exception it raised or None, the records logged)."""
+    answer, error = None, None
+    with Records() as log:
+        try:
+            answer = run_bounded(kata.handler, workflow.event, Context(remaining_ms), what="the invocation")
+        except Exception as exc:  # noqa: BLE001 - each test says what it expected instead
+            error = exc
+    return answer, error, log.records
+
+
+# --- reading the log -------------------------------------------------------------
+
+def rendered(record: logging.LogRecord) -> str:
+    """The record as a standard formatter writes it: the message, then the traceback it carries."""
+    return FORMAT.format(record)
+
+
+def shown(records, whole: bool = False) -> str:
+    """Records for an assertion message, one per line: the first line of each, and what its traceback says
+    (`whole`: the traceback itself, up to 14 lines)."""
+    if not records:
+        return "\n    (nothing at WARNING or above)"
+    out = []
+    for r in records:
+        lines = rendered(r).splitlines() or [""]
+        if whole:
+            out.append("\n    " + "\n      ".join(lines[:14] + (["..."] if len(lines) > 14 else [])))
+        elif len(lines) > 1:
+            more = len(lines) - 1
+            out.append(f"\n    {lines[0]}\n      (and {more} more line{'s' if more > 1 else ''}, the last: {lines[-1].strip()})")
+        else:
+            out.append(f"\n    {lines[0]}")
+    return "".join(out)
+
+
+_PLAIN = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
+
+
+def mentions(record: logging.LogRecord, text: str) -> bool:
+    """Does the record's message say `text`, or one of the fields passed with `extra=`?"""
+    extras = [str(v) for k, v in vars(record).items() if k not in _PLAIN]
+    return text in record.getMessage() or any(text in e for e in extras)
+
+
+def chain(exc):
+    """The exception and every exception it was raised from or during."""
+    seen = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def carries(record: logging.LogRecord, exc) -> bool:
+    """Does the record carry this exception (exc_info), itself or as the cause of what it carries?"""
+    return bool(record.exc_info) and record.exc_info[1] is not None and any(e is exc for e in chain(record.exc_info[1]))
+
+
+def about(record: logging.LogRecord, failure: Failure, workflow: Workflow) -> bool:
+    """Is the record about this failure: it carries the exception, quotes its message, or names the step alone?"""
+    if failure.exc is not None and carries(record, failure.exc):
+        return True
+    if failure.message and failure.message in rendered(record):
+        return True
+    others = [n for n in workflow.failures if n != failure.name]
+    return mentions(record, failure.name) and not any(mentions(record, n) for n in others)
+
+
+def warnings_and_above(records):
+    return [r for r in records if r.levelno >= logging.WARNING]
+
+
+def what_is_missing(record: logging.LogRecord, failure: Failure) -> str:
+    """Why a record that mentions the failure does not carry it."""
+    if record.exc_info and record.exc_info[1] is None:
+        return ('the record asks for the exception being handled (exc_info), but none was being handled where it '
+                'was logged, so it carries none and the formatter printed "NoneType: None"')
+    if record.exc_info:
+        return f"the record carries another exception, {type(record.exc_info[1]).__name__}"
+    if "Traceback (most recent call last)" in record.getMessage():
+        return ("the traceback is written into the message as text, and the record itself carries no exception "
+                "(exc_info is empty), so a handler that reads exc_info, such as an error tracker, gets none")
+    if failure.message and failure.message in record.getMessage():
+        return ("the message quotes the error, but the record carries no exception (exc_info is empty): "
+                "no traceback, so nothing says where inside the step it was raised")
+    return "the record carries neither the error's message nor its traceback"
+
+
+# --- the tests --------------------------------------------------------------------
+
+def receipts() -> Workflow:
+    """45 receipts in one layer; two fail two calls deep, each with its own message."""
+    return Workflow([45], {"receipt-07": read_vendor_block, "receipt-31": parse_line_total})
+
+
+def test_a_failed_step_is_logged_with_its_traceback(kata):
+    """a failed step is logged at ERROR with its name, its message and its traceback, down to the line that raised"""
+    workflow = receipts()
+    _, _, records = invoke(kata, workflow)
+    logged = warnings_and_above(records)
+    for failure in workflow.failures.values():
+        assert failure.exc is not None, (
+            f"expected step {failure.name} to run and fail, calling handler directly, but it never ran"
+        )
+        mine = [r for r in logged if about(r, failure, workflow)]
+        assert mine, (
+            f"expected step {failure.name}'s {failure.what} to be logged at ERROR with its exception attached "
+            f"to the record (exc_info), calling handler directly, but no log record mentioned it; "
+            f"the log showed:{shown(logged)}"
+        )
+        carrying = [r for r in mine if carries(r, failure.exc)]
+        assert carrying, (
+            f"expected step {failure.name}'s {failure.what} to be logged with its exception attached to the "
+            f"record (exc_info), calling handler directly: {what_is_missing(mine[0], failure)}; "
+            f"the log showed only:{shown(mine)}"
+        )
+        record = carrying[0]
+        assert record.levelno >= logging.ERROR, (
+            f"expected step {failure.name}'s failure to be logged at ERROR, calling handler directly, "
+            f"but it was logged at {record.levelname}:{shown([record])}"
+        )
+        text = rendered(record)
+        assert failure.message in text and f"in {failure.frame}" in text, (
+            f"expected the logged traceback of step {failure.name} to show the error's message and the line "
+            f"inside the step that raised it (in {failure.frame}), calling handler directly, "
+            f"but the record rendered as:{shown([record], whole=True)}"
+        )
+        assert failure.name in text or mentions(record, failure.name), (
+            f"expected the log record of a failed step to name the step, {failure.name}, calling handler "
+            f"directly, but it rendered as:{shown([record])}"
+        )
+
+
+def test_every_failure_is_logged_once(kata):
+    """every failed step is logged once: not twice, and none left out"""
+    workflow = receipts()
+    _, _, records = invoke(kata, workflow)
+    logged = warnings_and_above(records)
+    for failure in workflow.failures.values():
+        mine = [r for r in logged if about(r, failure, workflow)]
+        assert mine, (
+            f"expected step {failure.name}'s failure to be logged once, calling handler directly, "
+            f"but nothing at WARNING or above mentioned it; the log showed:{shown(logged)}"
+        )
+        assert len(mine) == 1, (
+            f"expected step {failure.name}'s failure to be logged once, calling handler directly, but "
+            f"{len(mine)} records mention it (they carry its exception, quote its message or name the step):"
+            f"{shown(mine)}"
+        )
+
+
+def test_one_failed_step_does_not_lose_the_others(kata):
+    """the other steps' outputs are all returned when steps fail, in the first layer and in the second"""
+    workflow = Workflow([30, 15], {"receipt-07": read_vendor_block, "receipt-38": parse_line_total})
+    answer, error, _ = invoke(kata, workflow)
+    if error is not None:
+        raise AssertionError(
+            f"expected handler to return the outputs of the {len(workflow.expected)} steps that succeeded, "
+            f"calling handler directly with 2 failing steps, but it raised {type(error).__name__}: {error}"
+        ) from error
+    outputs = dict(answer.get("outputs", {})) if isinstance(answer, dict) else {}
+    lost = [name for name in workflow.expected if outputs.get(name) != workflow.expected[name]]
+    if lost:
+        listed = ", ".join(lost[:6]) + (f" and {len(lost) - 6} more" if len(lost) > 6 else "")
+        raise AssertionError(
+            f"expected the outputs of all {len(workflow.expected)} steps that succeeded, calling handler "
+            f"directly with 2 failing steps, but {len(lost)} are missing ({listed}): the steps still running when "
+            f"the first step failed were cancelled, or their outputs dropped"
+        )
+    failed = set(answer.get("failed", ()))
+    assert failed == set(workflow.failures), (
+        f"expected the answer's \"failed\" to name {sorted(workflow.failures)}, calling handler directly, "
+        f"got {sorted(failed)}"
+    )
+
+
+def test_a_timeout_is_not_logged_as_a_step_failure(kata):
+    """when the invocation runs out of time, handler raises TimeoutError and no step is logged as failed"""
+    workflow = Workflow([5], {}, slow=3, slow_seconds=5.0)
+    # 0.8 s left: with the starter's 0.5 s safety margin, the deadline falls 0.3 s in, while 3 steps still run.
+    answer, error, records = invoke(kata, workflow, remaining_ms=800)
+    assert isinstance(error, TimeoutError), (
+        "expected the invocation's deadline to end it with TimeoutError, calling handler with 0.8 s left "
+        "and 3 steps that take 5 s, but "
+        + (f"it raised {type(error).__name__}: {error}" if error is not None else f"handler returned {answer!r}")
+    )
+    cancellations = [
+        r for r in warnings_and_above(records)
+        if (r.exc_info and isinstance(r.exc_info[1], asyncio.CancelledError)) or "CancelledError" in r.getMessage()
+    ]
+    assert not cancellations, (
+        "expected no step to be logged as failed when the invocation ran out of time (the cancellation of "
+        "the steps still running is the deadline's doing, not theirs), calling handler with 0.8 s left, but "
+        f"{len(cancellations)} records logged a CancelledError:{shown(cancellations[:3])}"
+    )
