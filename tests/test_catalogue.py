@@ -167,6 +167,27 @@ def test_a_duplicate_id_names_both_tables(tmp_path):
     )
 
 
+def test_requires_names_only_earlier_katas(tmp_path):
+    """a prerequisite must be a kata that comes before: an unknown id or a later kata is one paragraph"""
+    root = project(tmp_path / "unknown", edited('requires = ["bound-semaphore"]', 'requires = ["bound-semafore"]'))
+    assert_one_paragraph(load_problem(root), "kata 'loop-id-reuse'", "`requires` should be a list of ids of earlier katas",
+                         "it names 'bound-semafore', and no kata has that id")
+    root = project(tmp_path / "later", edited('requires = ["bound-semaphore"]', 'requires = ["leaked-loops"]'))
+    assert_one_paragraph(load_problem(root), "kata 'loop-id-reuse'", "'leaked-loops' does not come before it")
+
+
+def test_every_kata_says_what_to_do_first_and_how_long_it_takes():
+    """each kata has a time estimate, and its prerequisites are shown by number and id"""
+    from loopkata import effort
+
+    katas = catalogue.load(ROOT)
+    missing = [k.id for k in katas if not k.minutes]
+    assert not missing, f"expected every kata to have `minutes` (an estimate) in the catalogue; missing: {missing}"
+    k = catalogue.find("loop-id-reuse", ROOT)
+    assert effort.needs_label(k, katas) == "01 bound-semaphore", effort.needs_label(k, katas)
+    assert effort.time_label(k, []) == f"about {k.minutes} min (estimate)", effort.time_label(k, [])
+
+
 def test_an_edited_catalogue_is_read_again(tmp_path):
     """load() never serves a stale catalogue: breaking, then fixing, the same file is seen each time"""
     root = project(tmp_path)
@@ -188,3 +209,19 @@ def test_the_notebook_panel_shows_the_paragraph(tmp_path, monkeypatch):
     for shown in (panel.check("bound-semaphore"), panel.progress_table()):
         assert isinstance(shown, panel.Notice), f"expected a Notice, got {type(shown).__name__}"
         assert_one_paragraph(repr(shown), "`hang_after` should be", 'it is "soon" (a string)')
+
+
+def test_a_testers_record_adds_the_measured_time_to_solve():
+    """where testers' check records exist, the time shown adds their median time from first check to solved"""
+    from loopkata import effort, progress, room
+
+    def record(seconds):
+        rec = room.KataRecord(status=progress.SOLVED, checks=4, seconds_to_solve=seconds, hints_seen=[1],
+                              failing=[], files={})
+        return room.Record(source=Path("t.json"), learner="t", exported_at="", katas={"loop-id-reuse": rec})
+
+    k = catalogue.find("loop-id-reuse", ROOT)
+    label = effort.time_label(k, [record(300.0), record(900.0)])
+    assert label == f"about {k.minutes} min (estimate); solved in 10 min from the first check (2 testers)", label
+    table = effort.guide_table(catalogue.load(ROOT), [record(300.0)])
+    assert "| 02 `loop-id-reuse` | 01 bound-semaphore | 25 min | 1 | 5 min | 4 | 1 |" in table, table

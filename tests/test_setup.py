@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import catalogue
+from loopkata import catalogue, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,22 +29,14 @@ def _pins_from_environment(path: Path) -> dict[str, str]:
     return pins
 
 
-def test_readme_kata_table_matches_the_catalogue():
-    """the README's kata table is the one the catalogue makes"""
-    text = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- kata-table[^>]*-->\n(.*?)\n<!-- end kata-table -->", text, re.S)
-    assert m, "expected the README to hold a kata table between <!-- kata-table --> markers"
-    expected = catalogue.markdown_table()
-    assert m.group(1).strip() == expected, f"the README's kata table is stale; it should read:\n{expected}"
-
-
-def test_workshop_guide_lists_the_decoys_as_the_wrong_fixes_to_expect():
-    """the facilitator guide's table of wrong fixes is the one the decoys' docstrings make"""
-    text = (ROOT / "docs" / "workshop.md").read_text()
-    m = re.search(r"<!-- wrong-fixes[^>]*-->\n(.*?)\n<!-- end wrong-fixes -->", text, re.S)
-    assert m, "expected docs/workshop.md to hold a table between <!-- wrong-fixes --> markers"
-    expected = catalogue.wrong_fixes_table()
-    assert m.group(1).strip() == expected, f"docs/workshop.md's wrong-fixes table is stale; it should read:\n{expected}"
+@pytest.mark.parametrize("file, name, make", tables.BLOCKS, ids=[f"{f}:{n}" for f, n, _ in tables.BLOCKS])
+def test_the_docs_tables_are_the_ones_the_project_makes(file, name, make):
+    """the README's and the facilitator guide's tables are made from the catalogue, the decoys and the records"""
+    found = tables.current(ROOT, file, name)
+    assert found is not None, f"expected {file} to hold a table between <!-- {name} --> and <!-- end {name} --> markers"
+    expected = make()
+    assert found == expected, (f"{file}'s {name} table is stale (run `python -m loopkata.tables --write`); "
+                               f"it should read:\n{expected}")
 
 
 def test_environment_yml_carries_the_same_pins_as_requirements():

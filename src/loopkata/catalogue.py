@@ -59,6 +59,8 @@ class Kata:
     symptoms: tuple[Symptom, ...]
     hints: tuple[Hint, ...]
     services: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()  # ids of the katas whose ideas this one uses
+    minutes: int | None = None  # an estimate of the whole pair: the notebook, then the kata
     memory_mib: int = 2048  # address-space cap of the grading process: a runaway kata is a verdict
     root: Path = field(default=Path("."), compare=False, repr=False)
 
@@ -180,6 +182,7 @@ def _parse(root: Path, path: Path, text: str) -> tuple[Kata, ...]:
             for i, t in enumerate(fields.pop("hint", []), 1)
         )
         fields["services"] = tuple(fields.get("services", ()))
+        fields["requires"] = tuple(fields.get("requires", ()))
         # `loopkata check ID` and `check 3` look katas up by these.
         for key in ("id", "number"):
             if (key, fields[key]) in seen:
@@ -187,6 +190,13 @@ def _parse(root: Path, path: Path, text: str) -> tuple[Kata, ...]:
                                f"{seen[key, fields[key]]} already has {key} = {_shown(fields[key])}")
             seen[key, fields[key]] = n
         katas.append(Kata(root=root, **fields))
+    numbers = {k.id: k.number for k in katas}
+    for n, k in enumerate(katas, 1):
+        for needed in k.requires:  # only an earlier kata: the order a learner follows stays the order of numbers
+            if numbers.get(needed, k.number) >= k.number:
+                found = "no kata has that id" if needed not in numbers else f"'{needed}' does not come before it"
+                raise _problem(path, f"kata '{k.id}' (the [[kata]] table number {n})", "requires",
+                               "a list of ids of earlier katas", f"it names '{needed}', and {found}")
     return tuple(sorted(katas, key=lambda k: k.number))
 
 
@@ -242,6 +252,9 @@ _KATA = {
     "memory_mib": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 256,
                    "a whole number of MiB, at least 256", False),
     "services": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "an array of strings", False),
+    "requires": (lambda v: isinstance(v, list) and all(_is_text(s) for s in v), "an array of kata ids", False),
+    "minutes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+                "a whole number of minutes, like 25", False),
     "symptom": (_is_tables, "[[kata.symptom]] tables", False),
     "hint": (_is_tables, "[[kata.hint]] tables", False),
 }
@@ -302,10 +315,14 @@ def for_tests_file(path: Path) -> Kata | None:
 def markdown_table(katas=None) -> str:
     """The README's kata table, made from the catalogue (a test keeps the README in step)."""
     katas = load() if katas is None else katas
-    rows = ["| # | Kata | Notebook | What goes wrong |", "| --- | --- | --- | --- |"]
+    from . import effort
+
+    records = effort.tester_records(katas[0].root if katas else None)
+    rows = ["| # | Kata | Notebook | What goes wrong | Do first | Time |", "| --- | --- | --- | --- | --- | --- |"]
     for k in katas:
         rows.append(
-            f"| {k.number:02d} | `{k.id}` | [{k.title}](notebooks/{k.notebook}) | {k.summary} |"
+            f"| {k.number:02d} | `{k.id}` | [{k.title}](notebooks/{k.notebook}) | {k.summary} "
+            f"| {effort.needs_label(k, katas)} | {effort.time_label(k, records)} |"
         )
     return "\n".join(rows)
 

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import catalogue, hints, progress, runner, workshop
+from . import catalogue, effort, hints, progress, runner, workshop
 from .report import render_text
 from .testing import display_path
 
@@ -19,12 +19,14 @@ def _kata(name: str) -> catalogue.Kata:
 def cmd_list(args) -> int:
     root = catalogue.project_root()
     katas = catalogue.load(root)
+    records = effort.tester_records(root)
     rows = [
         {
             "id": k.id, "number": k.number, "title": k.title, "status": progress.status(k),
             "kata": display_path(k.kata_path), "solution": display_path(k.solution_path),
             "notebook": display_path(k.notebook_path), "tests": display_path(k.tests_path),
-            "root": str(root.resolve()),  # a new key in every row keeps older readers working
+            "root": str(root.resolve()),  # new keys in every row keep older readers working
+            "requires": list(k.requires), "minutes": k.minutes, "time": effort.time_label(k, records),
         }
         for k in katas
     ]
@@ -32,9 +34,12 @@ def cmd_list(args) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print(catalogue.describe_root(root))
+    width = max((len(r["id"]) for r in rows), default=0)
+    by_id = {k.id: k for k in katas}
     for r in rows:
-        print(f"{r['number']:02d} {r['id']:<18} {r['status']:<10} {r['title']}")
+        print(f"{r['number']:02d} {r['id']:<{width}} {r['status']:<10} {r['title']}")
         print(f"   edit {r['kata']}   notebook {r['notebook']}")
+        print(f"   do first: {effort.needs_label(by_id[r['id']], katas)}   time: {r['time']}")
     return 0
 
 
@@ -233,8 +238,9 @@ def cmd_progress(args) -> int:
         print(json.dumps({"counts": counts, "katas": {k.id: s for k, s in statuses}}, indent=2))
         return 0
     print(f"{counts['solved']} solved, {counts['attempted']} attempted, {counts['untouched']} untouched")
+    width = max((len(k.id) for k, _ in statuses), default=0)
     for k, s in statuses:
-        print(f"  {k.number:02d} {k.id:<18} {s}")
+        print(f"  {k.number:02d} {k.id:<{width}} {s}")
     return 0
 
 

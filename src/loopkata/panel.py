@@ -207,20 +207,26 @@ def once_solved(name: str):
 
 def progress_table():
     """Every kata with its status, read from the catalogue and .loopkata/progress.json."""
+    from . import effort
+
     try:
-        katas = [(k, progress.status(k)) for k in catalogue.load()]
+        every = catalogue.load()
+        katas = [(k, progress.status(k)) for k in every]
     except catalogue.CatalogueError as exc:
         return Notice(str(exc))
-    lines = [f"{k.label:<22} {status:<10} {k.title}" for k, status in katas]
+    records = effort.tester_records()
+    width = max((len(k.label) for k, _ in katas), default=0) + 1
+    lines = [f"{k.label:<{width}} {status:<10} {k.title}" for k, status in katas]
     rows = "".join(
         f"<tr><td>{k.number:02d}</td><td><a href='{html.escape(k.notebook)}'>{html.escape(k.title)}</a></td>"
-        f"<td><code>{k.id}</code></td><td>{status}</td></tr>"
+        f"<td><code>{k.id}</code></td><td>{status}</td>"
+        f"<td>{html.escape(effort.needs_label(k, every))}</td><td>{html.escape(effort.time_label(k, records))}</td></tr>"
         for k, status in katas
     )
     table = widgets.HTML(
-        "<table class='loopkata-progress'><tr><th>#</th><th>Notebook</th><th>Kata</th><th>Status</th></tr>"
-        f"{rows}</table>"
+        "<table class='loopkata-progress'><tr><th>#</th><th>Notebook</th><th>Kata</th><th>Status</th>"
+        f"<th>Do first</th><th>Time</th></tr>{rows}</table>"
     )
     box = _TextWidget([table])
-    box._text = "\n".join(["Kata                   Status     Title", *lines])
+    box._text = "\n".join([f"{'Kata':<{width}} {'Status':<10} Title", *lines])
     return box
