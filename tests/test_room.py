@@ -115,6 +115,12 @@ def test_an_export_after_real_checks_holds_checks_time_hints_failing_tests_and_f
         f"expected a number of seconds from first check to solved, got {solved['seconds_to_solve']!r}"
     assert solved["files"] == [{"path": KATA_FILE, "text": solution}], "expected the export to carry the fixed file"
 
+    out = loopkata(env, "progress", "--export", str(tmp_path / "record.json"), "--name", "alice", "--without-files",
+                   cwd=root)
+    record = read_json(tmp_path / "record.json")["katas"][KATA]
+    assert "without your kata files" in out.stdout and record["files"] == [] and record["status"] == "solved", \
+        f"expected --without-files to keep the record and leave the files out, got {out.stdout!r}, {record['files']!r}"
+
 
 def test_a_progress_file_from_before_the_new_fields_loads_and_counts_on(tmp_path, monkeypatch):
     """an older progress.json (no checks, first check or failing tests) still loads, and a check counts on from it"""

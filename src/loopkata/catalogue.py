@@ -317,7 +317,7 @@ def markdown_table(katas=None) -> str:
     katas = load() if katas is None else katas
     from . import effort
 
-    records = effort.tester_records(katas[0].root if katas else None)
+    records = effort.records(effort.ROOMS, katas[0].root if katas else None)
     rows = ["| # | Kata | Notebook | What goes wrong | Do first | Time |", "| --- | --- | --- | --- | --- | --- |"]
     for k in katas:
         rows.append(

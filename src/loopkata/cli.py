@@ -19,7 +19,7 @@ def _kata(name: str) -> catalogue.Kata:
 def cmd_list(args) -> int:
     root = catalogue.project_root()
     katas = catalogue.load(root)
-    records = effort.tester_records(root)
+    records = effort.records(effort.ROOMS, root)
     rows = [
         {
             "id": k.id, "number": k.number, "title": k.title, "status": progress.status(k),
@@ -301,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--export", type=Path, metavar="FILE",
                    help="write your record (progress per kata and your kata files) as JSON for a facilitator")
     s.add_argument("--name", help="your name in the export (default: your login name)")
+    s.add_argument("--without-files", action="store_true",
+                   help="leave your kata files out of the export (a record to publish, e.g. in docs/workshop/records/)")
     s.set_defaults(func=cmd_progress)
     s = sub.add_parser("room", help="a workshop room: learners x katas from their exports, and a figure",
                        description="Read learners' exports (`loopkata progress --export`): print a table learner x "

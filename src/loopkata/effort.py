@@ -1,9 +1,12 @@
 """How long a kata takes, and what to do first.
 
-Two figures, kept apart because they measure different things:
+Figures kept apart because they measure different things:
 - the catalogue's `minutes`: an estimate of the whole pair (reading the notebook, then the kata);
-- testers' check records (their `loopkata progress --export` files, kata files stripped, in
-  docs/workshop/records/): the median time from a tester's first check to the check that passed.
+- check records (`loopkata progress --export` files, kata files stripped): the median time from a
+  first check to the check that passed. docs/workshop/records/rooms/ holds learners' records from real
+  rooms; docs/workshop/records/testers/ holds testers', who read and planned before their first check
+  and then tried wrong fixes on purpose, so their times are shown in the guide only, never as a
+  learner's time.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from . import catalogue, progress, room
 
 RECORDS = Path("docs") / "workshop" / "records"
+ROOMS, TESTERS = "rooms", "testers"
 
 
 @dataclass(frozen=True)
@@ -25,13 +29,13 @@ class Measured:
     hints: float  # median number of hints seen
 
 
-def tester_records(root: Path | None = None) -> list[room.Record]:
-    """The testers' exports kept with the project; none is a normal state (no line printed)."""
-    folder = (root or catalogue.project_root()) / RECORDS
+def records(kind: str, root: Path | None = None) -> list[room.Record]:
+    """The exports of one kind (ROOMS or TESTERS) kept with the project; none is a normal state."""
+    folder = (root or catalogue.project_root()) / RECORDS / kind
     if not folder.is_dir():
         return []
-    records, _ = room.load_room([folder])
-    return records
+    found, _ = room.load_room([folder])
+    return found
 
 
 def measured(kata_id: str, records: list[room.Record]) -> Measured | None:
@@ -50,12 +54,12 @@ def minutes(seconds: float) -> str:
 
 
 def time_label(kata: catalogue.Kata, records: list[room.Record]) -> str:
-    """"about 25 min (estimate)", and the testers' median time to solve where records exist."""
+    """"about 25 min (estimate)", and the median time to solve where learners' records (ROOMS) exist."""
     said = f"about {kata.minutes} min (estimate)" if kata.minutes else "no estimate yet"
     m = measured(kata.id, records)
     if m is None:
         return said
-    who = "1 tester" if m.records == 1 else f"{m.records} testers"
+    who = "1 learner" if m.records == 1 else f"{m.records} learners"
     return f"{said}; solved in {minutes(m.seconds)} from the first check ({who})"
 
 
@@ -65,15 +69,17 @@ def needs_label(kata: catalogue.Kata, katas) -> str:
     return ", ".join(by_id[r].label for r in kata.requires if r in by_id) or "none"
 
 
-def guide_table(katas=None, records=None) -> str:
+def guide_table(katas=None, testers=None, rooms=None) -> str:
     """The facilitator guide's table of time per kata (a test keeps docs/workshop.md in step)."""
     katas = catalogue.load() if katas is None else katas
-    records = tester_records() if records is None else records
-    rows = ["| kata | do first | estimate (notebook + kata) | testers' records | median time to solve | median checks | median hints |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    testers = records(TESTERS) if testers is None else testers
+    rooms = records(ROOMS) if rooms is None else rooms
+    rows = ["| kata | do first | estimate (notebook + kata) | testers: records, median checks, hints, time to solve "
+            "| rooms: records, median time to solve |", "| --- | --- | --- | --- | --- |"]
     for k in katas:
-        m = measured(k.id, records)
-        got = ("none yet", "-", "-", "-") if m is None else (
-            str(m.records), minutes(m.seconds), f"{m.checks:g}", f"{m.hints:g}")
-        rows.append(f"| {k.number:02d} `{k.id}` | {needs_label(k, katas)} | {f'{k.minutes} min' if k.minutes else '-'} | " + " | ".join(got) + " |")
+        t, r = measured(k.id, testers), measured(k.id, rooms)
+        said_t = "none yet" if t is None else f"{t.records}: {t.checks:g} checks, {t.hints:g} hints, {minutes(t.seconds)}"
+        said_r = "none yet" if r is None else f"{r.records}: {minutes(r.seconds)}"
+        estimate = f"{k.minutes} min" if k.minutes else "-"
+        rows.append(f"| {k.number:02d} `{k.id}` | {needs_label(k, katas)} | {estimate} | {said_t} | {said_r} |")
     return "\n".join(rows)

@@ -214,7 +214,7 @@ def progress_table():
         katas = [(k, progress.status(k)) for k in every]
     except catalogue.CatalogueError as exc:
         return Notice(str(exc))
-    records = effort.tester_records()
+    records = effort.records(effort.ROOMS)
     width = max((len(k.label) for k, _ in katas), default=0) + 1
     lines = [f"{k.label:<{width}} {status:<10} {k.title}" for k, status in katas]
     rows = "".join(

@@ -84,15 +84,15 @@ def _file_record(path: Path, root: Path) -> dict:
         return {"path": rel, "base64": base64.b64encode(data).decode("ascii")}
 
 
-def export(name: str | None = None) -> dict:
-    """This learner's record for the facilitator: progress per kata and the learner's kata files."""
+def export(name: str | None = None, with_files: bool = True) -> dict:
+    """This learner's record for the facilitator: progress per kata and (unless left out) the learner's kata files."""
     katas = catalogue.load()
     state = progress.load_state()
     out = {"format": FORMAT, "version": VERSION, "learner": learner_name(name),
            "exported_at": progress.utc_now(), "katas": {}}
     for kata in katas:
         entry, status = state.get(kata.id, {}), progress.status(kata)
-        files = [f for f in catalogue.files_of(kata.kata_path) if f.is_file()]
+        files = [f for f in catalogue.files_of(kata.kata_path) if f.is_file()] if with_files else []
         out["katas"][kata.id] = {
             "number": kata.number,
             "title": kata.title,
@@ -111,9 +111,9 @@ def export(name: str | None = None) -> dict:
     return out
 
 
-def write_export(path: Path, name: str | None = None) -> str:
+def write_export(path: Path, name: str | None = None, with_files: bool = True) -> str:
     """Write the export to `path` ("-": standard output); returns the line to print."""
-    data = export(name)
+    data = export(name, with_files)
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if str(path) == "-":
         sys.stdout.write(text)
@@ -121,7 +121,8 @@ def write_export(path: Path, name: str | None = None) -> str:
     path = Path(path)
     path.write_text(text, encoding="utf-8")
     solved = sum(k["status"] == progress.SOLVED for k in data["katas"].values())
-    return (f"Wrote {data['learner']}'s progress ({solved} of {len(data['katas'])} solved, with your kata files) "
+    files = "with your kata files" if with_files else "without your kata files"
+    return (f"Wrote {data['learner']}'s progress ({solved} of {len(data['katas'])} solved, {files}) "
             f"to {_shown(path)}: hand this file to your facilitator.")
 
 
@@ -568,7 +569,7 @@ def cmd_room(args) -> int:
 def cmd_export(args) -> int:
     """`loopkata progress --export FILE [--name NAME]`."""
     try:
-        said = write_export(args.export, args.name)
+        said = write_export(args.export, args.name, with_files=not getattr(args, "without_files", False))
     except OSError as exc:
         print(f"Could not write your export to {_shown(args.export)} ({exc.strerror or exc}).", file=sys.stderr)
         return 1
