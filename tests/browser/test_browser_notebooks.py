@@ -21,7 +21,7 @@ from loopkata import catalogue
 
 ROOT = Path(__file__).resolve().parents[2]
 KATAS = catalogue.load(ROOT)
-NOTEBOOKS = list(dict.fromkeys(["00_start_here.ipynb", *(k.notebook for k in KATAS)]))
+NOTEBOOKS = list(dict.fromkeys(["00_start_here.ipynb", "00b_primer.ipynb", *(k.notebook for k in KATAS)]))
 NOTEBOOK_KATA = {k.notebook: k for k in KATAS}
 
 _CHECK_CALL = re.compile(r"\bcheck\(\s*[\"']([^\"']+)[\"']\s*([,)])")
