@@ -171,12 +171,15 @@ def simulate(path, invocations=10, items=3, force_id=False, pause_gc=False) -> d
 
 
 def draw(ax, result: dict, label: str, colour: str) -> None:
-    """Open fds after each invocation as a line; a red cross on each invocation that failed."""
+    """Open fds after each invocation as a line; a red cross on each invocation that failed
+    (named once in the legend, and only if one failed)."""
     rows = result["rows"]
     xs, ys = [r["invocation"] for r in rows], [r["fds"] for r in rows]
     ax.plot(xs, ys, marker="o", markersize=3, color=colour, label=label)
     failed = [(r["invocation"], r["fds"]) for r in rows if r["error"]]
     if failed:
-        ax.plot(*zip(*failed), marker="X", markersize=9, color="tab:red", linestyle="none")
+        named = "failed invocation" in ax.get_legend_handles_labels()[1]
+        ax.plot(*zip(*failed), marker="X", markersize=9, color="tab:red", linestyle="none",
+                label="_nolegend_" if named else "failed invocation")
     ax.set_xlabel("warm invocation")
     ax.set_ylabel("open file descriptors (+ since the start)")

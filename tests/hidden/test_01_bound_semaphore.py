@@ -13,12 +13,16 @@ Two tests also run `kata.run_workflow(...)` on event loops that `handler` did
 not start: several loops one after another on one thread, as a test runner
 makes them, and the loop of a worker thread. The limiter must serve whatever
 loop is running, not only a loop that `handler` has prepared the module for.
+
+Every failure message starts with how the test drove the code ("handler call
+2 of 3 in one process", "calling run_workflow directly with asyncio.run ...");
+the learner's own exception is shown whole, with its type, inside it.
 """
 import asyncio
 import weakref
 from collections import Counter
 
-from loopkata.testing import loops_alive, run_bounded
+from loopkata.testing import Hang, loops_alive, run_bounded
 
 LIMIT = 3
 RECEIPT = ["ocr", "vision"]  # the incident's layer: fewer steps than slots
@@ -67,28 +71,49 @@ def check_outcome(tool, results, layers, what) -> None:
     assert results == expected, f"{what}: expected every step's output {expected}, got {results}"
 
 
-def invoke_workflow(kata, tool, layers, invocation=1):
-    """One warm invocation through handler; raises the first failed step's own error."""
+def handler_call(i, n, how=""):
+    """How a test drives the code: call i of n of kata.handler, all in one process (a warm container)."""
+    return f"handler call {i} of {n} in one process{how}"
+
+
+# The forced-id test says what it did, and where the idea comes from.
+FORCED_ID = (", with id() forced to return 4242 for every object in the kata (as when a new loop "
+             "gets a dead loop's id: notebook 02)")
+
+
+def step_failed(what, exc, where="") -> AssertionError:
+    """The learner's own error, whole, after how the test drove the code."""
+    return AssertionError(f"{what}: {where}expected every step's output, but a step failed with "
+                          f"{type(exc).__name__}: {exc}")
+
+
+def invoke_workflow(kata, tool, layers, what):
+    """One invocation through handler; a failed step's own error is shown whole, after `what`."""
     event = {"tool": "vision", "layers": tool.workflow(layers)}
-    out = run_bounded(kata.handler, event, what=f"invocation {invocation}")
+    try:
+        out = run_bounded(kata.handler, event, what=what)
+    except Hang:
+        raise
+    except Exception as exc:
+        raise step_failed(what, exc) from exc
     results = list(out["results"])
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    check_outcome(tool, results, layers, f"invocation {invocation}")
+    failed = next((r for r in results if isinstance(r, BaseException)), None)
+    if failed is not None:
+        raise step_failed(what, failed) from failed
+    check_outcome(tool, results, layers, what)
 
 
-def invoke(kata, tool, names, invocation=1):
-    """One warm invocation of a single layer; raises the first failed step's own error."""
-    invoke_workflow(kata, tool, [names], invocation)
+def invoke(kata, tool, names, what):
+    """One invocation of a single layer through handler."""
+    invoke_workflow(kata, tool, [names], what)
 
 
 def run_workflow_here(kata, tool, layers, what) -> None:
     """asyncio.run(kata.run_workflow(...)) on the calling thread: a loop that handler did not start."""
     run_workflow = getattr(kata, "run_workflow", None)
     assert callable(run_workflow), (
-        "expected the kata to keep its coroutine function run_workflow(layers, tool): "
-        "this test runs it on event loops that handler did not start"
+        "calling kata.run_workflow directly: expected the kata to keep its coroutine function "
+        "run_workflow(layers, tool): this test runs it on event loops that handler did not start"
     )
     try:
         results = list(asyncio.run(run_workflow(tool.workflow(layers), "vision")))
@@ -96,50 +121,47 @@ def run_workflow_here(kata, tool, layers, what) -> None:
         if failed is not None:
             raise failed
     except Exception as exc:
-        raise AssertionError(
-            f"{what}, on an event loop that handler did not start: expected every step's output, "
-            f"but a step failed with {type(exc).__name__}: {exc}"
-        ) from exc
+        raise step_failed(what, exc, "on an event loop that handler did not start, ") from exc
     check_outcome(tool, results, layers, what)
 
 
 def test_cold_invocation_runs_every_step(kata):
     """a cold invocation runs both steps of the receipt workflow"""
-    invoke(kata, Tool(), ["ocr", "vision"])
+    invoke(kata, Tool(), ["ocr", "vision"], handler_call(1, 1))
 
 
 def test_second_warm_invocation_succeeds(kata):
     """a second and third warm invocation succeed, like the first"""
     tool = Tool()
     for i in (1, 2, 3):
-        invoke(kata, tool, ["ocr", "vision"], invocation=i)
+        invoke(kata, tool, ["ocr", "vision"], handler_call(i, 3))
 
 
 def test_warm_invocations_with_more_steps_than_slots(kata):
     """warm invocations with more steps than slots all succeed"""
     tool = Tool()
     for i in (1, 2, 3):
-        invoke(kata, tool, ["s1", "s2", "s3", "s4", "s5"], invocation=i)
+        invoke(kata, tool, ["s1", "s2", "s3", "s4", "s5"], handler_call(i, 3, " with a layer of 5 steps"))
 
 
 def test_layer_of_three_on_limit_of_three(kata):
     """a layer of 3 steps on a limit of 3 finishes (no deadlock)"""
-    invoke(kata, Tool(), ["ocr", "vision", "layout"])
+    invoke(kata, Tool(), ["ocr", "vision", "layout"], handler_call(1, 1, " with a layer of 3 steps"))
 
 
 def test_layer_of_five_on_limit_of_three(kata):
     """a layer of 5 steps on a limit of 3 finishes (no deadlock)"""
-    invoke(kata, Tool(), ["a", "b", "c", "d", "e"])
+    invoke(kata, Tool(), ["a", "b", "c", "d", "e"], handler_call(1, 1, " with a layer of 5 steps"))
 
 
 def test_limit_still_holds(kata):
     """the limiter still lets 3 calls of one tool run at once, never more"""
     tool = Tool()
     for i in (1, 2):
-        invoke(kata, tool, [f"page{n}" for n in range(8)], invocation=i)
+        invoke(kata, tool, [f"page{n}" for n in range(8)], handler_call(i, 2, " with a layer of 8 steps"))
     assert tool.most_at_once == LIMIT, (
-        f"expected at most {LIMIT} steps of one tool running at once (and {LIMIT} allowed), "
-        f"but saw {tool.most_at_once} at once"
+        f"over 2 handler calls in one process, a layer of 8 steps each: expected at most {LIMIT} steps "
+        f"of one tool running at once (and {LIMIT} allowed), but saw {tool.most_at_once} at once"
     )
 
 
@@ -150,24 +172,28 @@ def test_new_loop_recognised_when_it_reuses_a_dead_loops_id(kata):
     kata.id = lambda obj: 4242
     tool = Tool()
     for i in (1, 2, 3):
-        invoke(kata, tool, ["s1", "s2", "s3", "s4", "s5"], invocation=i)
+        invoke(kata, tool, ["s1", "s2", "s3", "s4", "s5"], handler_call(i, 3, FORCED_ID))
 
 
 def test_limiter_keeps_no_finished_loop_alive(kata):
     """after 10 warm invocations, the limiter keeps at most one finished loop alive"""
     tool = Tool()
     for i in range(1, 11):
-        invoke(kata, tool, ["s1", "s2", "s3", "s4", "s5"], invocation=i)
+        invoke(kata, tool, ["s1", "s2", "s3", "s4", "s5"], handler_call(i, 10))
     alive = loops_alive(tool.loops)
-    assert alive <= 1, f"expected at most 1 loop alive after 10 invocations and gc.collect(), found {alive}"
+    assert alive <= 1, (
+        f"after 10 handler calls in one process (each its own asyncio.run, so its own event loop) and "
+        f"gc.collect(): expected at most 1 of their event loops alive, found {alive}: something the module "
+        "keeps holds them (a semaphore that a step waited on refers to its loop; notebook 03 shows this leak)"
+    )
 
 
 def test_each_step_runs_exactly_once_per_invocation(kata):
     """each step runs exactly once per invocation, also when warm steps wait for a slot"""
     tool = Tool()
-    invoke_workflow(kata, tool, [RECEIPT], invocation=1)
+    invoke_workflow(kata, tool, [RECEIPT], handler_call(1, 3))
     for i in (2, 3):
-        invoke_workflow(kata, tool, [RECEIPT, PAGES, ["merge"]], invocation=i)
+        invoke_workflow(kata, tool, [RECEIPT, PAGES, ["merge"]], handler_call(i, 3, " with three layers"))
 
 
 def test_workflow_runs_on_new_loops_that_handler_did_not_start(kata):
@@ -178,16 +204,18 @@ def test_workflow_runs_on_new_loops_that_handler_did_not_start(kata):
 
     def loops_in_a_row():
         for n, layers in enumerate(plan, 1):
-            run_workflow_here(kata, tool, layers, f"asyncio.run(run_workflow(...)) {n} of {len(plan)}")
+            what = f"calling asyncio.run(run_workflow(...)) directly, run {n} of {len(plan)} in a row on one thread"
+            run_workflow_here(kata, tool, layers, what)
 
-    run_bounded(loops_in_a_row, what=f"{len(plan)} event loops in a row on one thread")
+    run_bounded(loops_in_a_row,
+                what=f"calling asyncio.run(run_workflow(...)) directly, {len(plan)} runs in a row on one thread")
 
 
 def test_a_worker_threads_loop_runs_the_workflow_between_invocations(kata):
     """a worker thread's own event loop runs the workflow too, between warm invocations"""
     tool = Tool()
-    invoke_workflow(kata, tool, [RECEIPT], invocation=1)
+    invoke_workflow(kata, tool, [RECEIPT], handler_call(1, 3))
     for n in (1, 2):
-        what = f"worker thread {n}'s asyncio.run(run_workflow(...))"
+        what = f"calling asyncio.run(run_workflow(...)) directly on worker thread {n} of 2, after handler call {n}"
         run_bounded(run_workflow_here, kata, tool, [RECEIPT, PAGES], what, what=what)
-        invoke_workflow(kata, tool, [RECEIPT, PAGES], invocation=n + 1)
+        invoke_workflow(kata, tool, [RECEIPT, PAGES], handler_call(n + 1, 3, f", after worker thread {n}"))

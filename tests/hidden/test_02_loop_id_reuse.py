@@ -8,6 +8,10 @@ runs under a hang guard.
 
 Open file descriptors are counted for the whole test process, so they include
 the server's side of every connection the client leaves open.
+
+Every failure message starts with how the test drove the code ("handler call
+2 of 3 in one process", "over 6 handler calls ..."); the learner's own
+exception is shown whole, with its type, inside it.
 """
 import asyncio
 import gc
@@ -20,7 +24,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from loopkata.testing import run_bounded
+from loopkata.testing import Hang, run_bounded
 
 CATEGORIES = {"coffee": "meals", "taxi": "travel", "printer paper": "office"}
 ITEMS = list(CATEGORIES)
@@ -158,11 +162,30 @@ def settled_fds(server: "ToolServer", at_most: int | None = None, seconds: float
     return count()
 
 
-def invoke(kata, server: ToolServer, invocation: int = 1) -> None:
-    """One warm invocation; the learner's own exception propagates."""
-    out = run_bounded(kata.handler, {"tool_url": server.url, "items": ITEMS}, what=f"invocation {invocation}")
+def handler_call(i: int, n: int, how: str = "") -> str:
+    """How a test drives the code: call i of n of kata.handler, all in one process (a warm container)."""
+    return f"handler call {i} of {n} in one process{how}"
+
+
+FORCED_ID = (", with id() forced to return 4242 for every object in the kata (as when a new loop "
+             "gets a dead loop's id)")
+
+
+def invoke(kata, server: ToolServer, what: str) -> None:
+    """One invocation through handler; the learner's own exception is shown whole, after `what`."""
+    try:
+        out = run_bounded(kata.handler, {"tool_url": server.url, "items": ITEMS}, what=what)
+    except Hang:
+        raise
+    except Exception as exc:
+        raise AssertionError(
+            f"{what}: expected the categories {EXPECTED}, but handler raised {type(exc).__name__}: {exc}"
+        ) from exc
     got = out.get("categories") if isinstance(out, dict) else out
-    assert got == EXPECTED, f"invocation {invocation}: expected the categories {EXPECTED}, got {got}"
+    assert got == EXPECTED, f"{what}: expected the categories {EXPECTED}, got {got}"
+
+
+GC_PAUSED = ", with the garbage collector paused"
 
 
 class gc_paused:
@@ -180,18 +203,20 @@ class gc_paused:
 
 def test_cold_invocation_classifies_every_item(kata, tool_server):
     """a cold invocation gets every line item's category from the tool server"""
-    invoke(kata, tool_server)
+    invoke(kata, tool_server, handler_call(1, 1))
     assert tool_server.requests == len(ITEMS), (
-        f"expected {len(ITEMS)} requests to reach the tool server, got {tool_server.requests}"
+        f"after 1 handler call with {len(ITEMS)} line items: expected {len(ITEMS)} requests to reach "
+        f"the test's tool server, got {tool_server.requests}"
     )
 
 
 def test_warm_invocations_classify_every_item(kata, tool_server):
     """five invocations in a row each get every category, like the first"""
     for i in range(1, 6):
-        invoke(kata, tool_server, invocation=i)
+        invoke(kata, tool_server, handler_call(i, 5))
     assert tool_server.requests == 5 * len(ITEMS), (
-        f"expected {5 * len(ITEMS)} requests to reach the tool server, got {tool_server.requests}"
+        f"over 5 handler calls in one process, {len(ITEMS)} line items each: expected {5 * len(ITEMS)} "
+        f"requests to reach the test's tool server, got {tool_server.requests}"
     )
 
 
@@ -201,20 +226,21 @@ def test_new_loop_recognised_when_it_reuses_a_dead_loops_id(kata, tool_server):
     # the incident's own regression test did, so an id()-based cache is caught.
     kata.id = lambda obj: 4242
     for i in (1, 2, 3):
-        invoke(kata, tool_server, invocation=i)
+        invoke(kata, tool_server, handler_call(i, 3, FORCED_ID))
 
 
 def test_warm_invocations_keep_no_sockets_open(kata, tool_server):
     """warm invocations do not pile up open sockets"""
     with gc_paused():
-        invoke(kata, tool_server, invocation=1)
+        invoke(kata, tool_server, handler_call(1, 6, GC_PAUSED))
         after_first = settled_fds(tool_server)
         for i in range(2, 7):
-            invoke(kata, tool_server, invocation=i)
+            invoke(kata, tool_server, handler_call(i, 6, GC_PAUSED))
         after_sixth = settled_fds(tool_server, at_most=after_first)
     assert after_sixth <= after_first, (
-        f"expected no more open file descriptors after 6 invocations than after the first, "
-        f"got {after_sixth - after_first} more: sockets that earlier invocations left open"
+        f"over 6 handler calls in one process{GC_PAUSED}: expected no more open file descriptors "
+        f"after 6 invocations than after the first, got {after_sixth - after_first} more: sockets to the "
+        "test's tool server that earlier invocations left open"
     )
 
 
@@ -224,30 +250,38 @@ def test_every_session_is_closed_by_the_code(kata, tool_server):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         for i in range(1, 5):
-            invoke(kata, tool_server, invocation=i)
+            invoke(kata, tool_server, handler_call(i, 4))
         gc.collect()
     unclosed = [w for w in caught if "Unclosed client session" in str(w.message)]
     assert not unclosed, (
-        f"expected every ClientSession to be closed by the code, got {len(unclosed)} destroyed "
-        f"unclosed over 4 invocations (aiohttp warned \"Unclosed client session\" for each)"
+        f"over 4 handler calls in one process, then gc.collect(): expected every ClientSession to be "
+        f"closed by the code, got {len(unclosed)} destroyed unclosed (aiohttp warned "
+        f"\"Unclosed client session\" for each)"
     )
 
 
 def test_failed_invocation_leaves_no_socket_open(kata, tool_server):
     """an invocation that fails (the tool answers 503) leaves no socket open"""
     with gc_paused():
-        invoke(kata, tool_server, invocation=1)
+        invoke(kata, tool_server, handler_call(1, 3, GC_PAUSED))
         after_first = settled_fds(tool_server)
         event = {"tool_url": tool_server.url, "items": ["coffee", "boom", "taxi"]}
+        what = handler_call(2, 3, ", the tool server answering 503 for one of its 3 items")
+        expected = "expected handler to raise the tool server's 503 as aiohttp.ClientResponseError"
         try:
-            run_bounded(kata.handler, event, what="invocation 2")
+            run_bounded(kata.handler, event, what=what)
         except aiohttp.ClientResponseError:
             pass  # the tool's 503 reaches the caller: that is what should happen
+        except Hang:
+            raise
+        except Exception as exc:
+            raise AssertionError(f"{what}: {expected}, but it raised {type(exc).__name__}: {exc}") from exc
         else:
-            pytest.fail("expected invocation 2 to raise the tool server's 503 as aiohttp.ClientResponseError")
-        invoke(kata, tool_server, invocation=3)
+            raise AssertionError(f"{what}: {expected}, but it returned")
+        invoke(kata, tool_server, handler_call(3, 3, GC_PAUSED))
         after_third = settled_fds(tool_server, at_most=after_first)
     assert after_third <= after_first, (
-        f"expected no more open file descriptors after a failed invocation and a good one than "
-        f"after the first, got {after_third - after_first} more: the failed invocation left its sockets open"
+        f"over 3 handler calls in one process{GC_PAUSED}, the tool server answering 503 in call 2: "
+        f"expected no more open file descriptors after a failed invocation and a good one than after the "
+        f"first, got {after_third - after_first} more: the failed invocation left its sockets open"
     )

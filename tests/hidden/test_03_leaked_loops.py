@@ -5,12 +5,17 @@ invocations: each `kata.handler(...)` call is one `asyncio.run`, in one
 process, as in a warm Lambda container. "Contended" means that several
 requests of one invocation miss the cache at the same time, so some of them
 wait on the lock. Each invocation runs under a hang guard.
+
+Three tests use `LoopLocalLock` directly, without handler: the class itself
+must keep its promise. Every failure message starts with how the test drove
+the code ("handler call 2 of 3 in one process", "calling LoopLocalLock
+directly ..."); the learner's own exception is shown whole inside it.
 """
 import asyncio
 import weakref
 from collections import Counter
 
-from loopkata.testing import loops_alive, run_bounded
+from loopkata.testing import Hang, loops_alive, run_bounded
 
 LEAK_RUNS = 50
 
@@ -34,15 +39,33 @@ class Model:
         return vector
 
 
-def invoke(kata, model, queries, invocation=1):
-    """One warm invocation; the learner's own exception propagates."""
-    out = run_bounded(kata.handler, {"queries": list(queries)}, what=f"invocation {invocation}")
+def handler_call(i, n, how=""):
+    """How a test drives the code: call i of n of kata.handler, all in one process (a warm container)."""
+    return f"handler call {i} of {n} in one process{how}"
+
+
+def bounded(what, fn, *args):
+    """run_bounded, with the learner's own exception shown whole after `what`."""
+    try:
+        return run_bounded(fn, *args, what=what)
+    except Hang:
+        raise
+    except Exception as exc:
+        raise AssertionError(f"{what}: expected it to finish, but it raised {type(exc).__name__}: {exc}") from exc
+
+
+def invoke(kata, model, queries, what):
+    """One invocation through handler."""
+    out = bounded(what, kata.handler, {"queries": list(queries)})
     vectors = list(out["vectors"])
     expected = [model.returned.get(q) for q in queries]
     assert vectors == expected, (
-        f"invocation {invocation}: expected one vector per query, in order, as the model returned them; "
+        f"{what}: expected one vector per query, in order, as the model returned them; "
         f"got {len(vectors)} vectors for {len(queries)} queries, not matching the model's"
     )
+
+
+CONTENDED = ", some requests waiting on the lock"
 
 
 def contended(i):
@@ -53,16 +76,17 @@ def contended(i):
 def test_cold_invocation_returns_a_vector_per_query(kata):
     """a cold invocation returns one vector per query"""
     model = Model(kata)
-    invoke(kata, model, ["red shoes", "blue shirt", "red shoes"])
+    invoke(kata, model, ["red shoes", "blue shirt", "red shoes"], handler_call(1, 1))
 
 
 def test_concurrent_misses_call_the_model_once(kata):
     """requests that miss the cache at the same time send each text to the model once"""
     model = Model(kata)
-    invoke(kata, model, ["alpha"] * 4 + ["beta"] * 3 + ["gamma"])
+    what = handler_call(1, 1, ", 8 queries at once (alpha 4 times, beta 3 times, gamma once)")
+    invoke(kata, model, ["alpha"] * 4 + ["beta"] * 3 + ["gamma"], what)
     calls = dict(model.calls)
     assert calls == {"alpha": 1, "beta": 1, "gamma": 1}, (
-        f"expected each text to be sent to the model once, got {calls}: "
+        f"{what}: expected each text to be sent to the model once, got {calls}: "
         "the lock let requests for the same text past the cache check together"
     )
 
@@ -71,18 +95,21 @@ def test_warm_contended_invocations_succeed(kata):
     """a second and third warm invocation with concurrent cache misses succeed"""
     model = Model(kata)
     for i in (1, 2, 3):
-        invoke(kata, model, contended(i), invocation=i)
+        invoke(kata, model, contended(i), handler_call(i, 3, CONTENDED))
 
 
 def test_warm_invocations_reuse_the_cache(kata):
     """warm invocations reuse cached vectors: each text reaches the model once in all"""
     model = Model(kata)
-    invoke(kata, model, ["alpha", "beta"] * 3, invocation=1)
-    invoke(kata, model, ["alpha", "delta", "beta", "delta"], invocation=2)
-    invoke(kata, model, ["delta", "alpha", "epsilon", "epsilon"], invocation=3)
+    invoke(kata, model, ["alpha", "beta"] * 3, handler_call(1, 3))
+    invoke(kata, model, ["alpha", "delta", "beta", "delta"], handler_call(2, 3))
+    invoke(kata, model, ["delta", "alpha", "epsilon", "epsilon"], handler_call(3, 3))
     calls = dict(model.calls)
     expected = {"alpha": 1, "beta": 1, "delta": 1, "epsilon": 1}
-    assert calls == expected, f"expected model calls {expected} over 3 warm invocations, got {calls}"
+    assert calls == expected, (
+        f"over 3 handler calls in one process: expected model calls {expected} (a text cached by an "
+        f"earlier call is not sent again), got {calls}"
+    )
 
 
 def test_lock_lets_one_coroutine_in_at_a_time(kata):
@@ -103,12 +130,14 @@ def test_lock_lets_one_coroutine_in_at_a_time(kata):
         await asyncio.gather(*(worker() for _ in range(5)))
 
     for i in (1, 2, 3):
-        run_bounded(asyncio.run, invocation(), what=f"invocation {i}")
+        what = (f"calling LoopLocalLock directly (no handler), asyncio.run {i} of 3 "
+                "with 5 coroutines taking get()'s lock")
+        bounded(what, asyncio.run, invocation())
         assert seen["most"] == 1, (
-            f"invocation {i}: expected at most 1 coroutine holding the lock at once, got {seen['most']} at once"
+            f"{what}: expected at most 1 coroutine holding the lock at once, got {seen['most']} at once"
         )
         assert seen["locks"] == 1, (
-            f"invocation {i}: expected get() to hand out the same lock within one loop, "
+            f"{what}: expected get() to hand out the same lock within one loop, "
             f"got {seen['locks']} different locks from 3 calls"
         )
 
@@ -117,11 +146,11 @@ def test_handler_keeps_no_finished_loop_alive(kata):
     """after 50 contended warm invocations, at most one event loop is still alive"""
     model = Model(kata)
     for i in range(1, LEAK_RUNS + 1):
-        invoke(kata, model, contended(i), invocation=i)
+        invoke(kata, model, contended(i), handler_call(i, LEAK_RUNS, CONTENDED))
     alive = loops_alive(model.loops)
     assert alive <= 1, (
-        f"expected at most 1 event loop alive after {LEAK_RUNS} contended invocations and gc.collect(), "
-        f"found {alive}"
+        f"over {LEAK_RUNS} handler calls in one process{CONTENDED}: expected at most 1 event loop alive "
+        f"after {LEAK_RUNS} contended invocations and gc.collect(), found {alive}"
     )
 
 
@@ -139,9 +168,11 @@ def test_lock_keeps_no_finished_loop_alive(kata):
         await asyncio.gather(worker(), worker())
 
     runs = 20
+    how = "calling LoopLocalLock directly (no handler)"
     for i in range(1, runs + 1):
-        run_bounded(asyncio.run, invocation(), what=f"invocation {i}")
+        bounded(f"{how}, asyncio.run {i} of {runs} with 2 coroutines taking get()'s lock", asyncio.run, invocation())
     alive = loops_alive(refs)
     assert alive <= 1, (
-        f"expected at most 1 event loop alive after {runs} contended invocations and gc.collect(), found {alive}"
+        f"{how} across {runs} asyncio.run calls, 2 coroutines taking get()'s lock in each: expected at most 1 "
+        f"event loop alive after {runs} contended invocations and gc.collect(), found {alive}"
     )
