@@ -18,15 +18,17 @@ Your task:
   within 100 ms, each call still returns its draft, and calls made at the
   same time run at the same time;
 - a request leaves a line in the access log as soon as it arrives, marked as
-  in flight (it names no status yet), and a completion line naming its status
-  when it ends, even when its handler raises (500): a request that hangs is
-  then the one with an arrival line and no completion line;
+  in flight (it names no status yet), even while it waits for a free thread,
+  and a completion line naming its status when it ends, even when its handler
+  raises (500): a request that hangs is then the one with an arrival line and
+  no completion line;
+- a handler's error still reaches the server's log with its traceback;
 - every `async def` endpoint is one the team reviewed: listed in
   `app.REVIEWED_ASYNC` (reviewed: it only awaits, nothing in it blocks).
 
 The hidden tests serve `app.create_app(model_url)` with uvicorn on 127.0.0.1
 against a stand-in for the model's HTTP API, send X-Request-ID headers, and
-read the logger `drafts.access`: keep those names, the `/drafts` and
+read the logger `drafts.access` and the server's log: keep those names, the `/drafts` and
 `/health` paths, the draft's JSON shape, and the request id in every line.
 
 Run `loopkata check blocking-handler` to grade your fix.

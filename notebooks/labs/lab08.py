@@ -17,7 +17,8 @@ first fixes applied (WRONG_FIXES): the access log is always the starter's.
 
 `report(run)` prints a run in words; `draw(runs, title)` plots /health's latency
 and the model's calls over time; `threads()` asks a real app which thread runs
-an `async def` and a `def` endpoint.
+an `async def` and a `def` endpoint, and shows a request that waits for a free
+thread of the threadpool before its `def` endpoint begins.
 """
 from __future__ import annotations
 
@@ -227,7 +228,17 @@ def draw(runs: list, title: str) -> None:
     worst = max((latency for run in runs for _, latency in run["probes"] if latency is not None), default=1.0)
     top_ms = max(10_000, worst * 1000 * 2)
     for column, run in enumerate(runs):
+        # when the run ended: its last probe answered, or its last call to the model ended
+        end_of_run = max([t + (latency or 0) for t, latency in run["probes"]]
+                         + [b for _, _, b in run["spans"] if b is not None] + [SEND_AT]) - SEND_AT
         top, bottom = axes[0, column], axes[1, column]
+        # The probe sends its next request only once it has an answer: while the loop is
+        # frozen there are no dots at all. Shade each span a probe spent waiting past the budget.
+        for t, latency in run["probes"]:
+            if latency is None or latency > BUDGET:
+                until = end_of_run if latency is None else t - SEND_AT + latency
+                top.axvspan(t - SEND_AT, until, color="#cf222e", alpha=0.12, lw=0,
+                            label=f"a probe waiting past {BUDGET * 1000:.0f} ms: the loop frozen")
         points = [(t - SEND_AT, latency * 1000) for t, latency in run["probes"] if latency is not None]
         top.plot(*zip(*points), "o", ms=3.5, color="#0969da", label="GET /health answered")
         lost = [t - SEND_AT for t, latency in run["probes"] if latency is None]
@@ -250,8 +261,12 @@ def draw(runs: list, title: str) -> None:
     for ax in axes.flat:
         ax.tick_params(labelsize=9)
     axes[0, 0].set_ylim(1, top_ms)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    legend = {}  # one entry per label, from whichever panels have it
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=min(len(legend), 4), fontsize=9,
+               frameon=False)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
 
@@ -279,14 +294,53 @@ with served(app) as server:
     with httpx.Client(verify=NO_TLS) as client:
         a = client.get(f"{server.url}/async").json()
         s = client.get(f"{server.url}/sync").json()
+
+# A threadpool cut to QUEUE_THREADS threads, and one request more than that held in a def
+# endpoint: how many requests reached the app, and for how many the endpoint had begun.
+release, begun, received = threading.Event(), [], []
+
+@app.get("/held")
+def held():
+    begun.append(time.monotonic())
+    release.wait(5)
+    return {}
+
+async def counting(scope, receive, send):     # counts each request as the app receives it, on the loop
+    if scope["type"] == "http" and scope["path"] == "/held":
+        received.append(time.monotonic())
+    await app(scope, receive, send)
+
+def get_held(url):
+    try:
+        httpx.get(f"{url}/held", timeout=10, verify=NO_TLS)
+    except httpx.HTTPError:
+        pass
+
+with served(counting, threads=QUEUE_THREADS) as server:
+    clients = [threading.Thread(target=get_held, args=(server.url,)) for _ in range(QUEUE_THREADS + 1)]
+    for c in clients:
+        c.start()
+    deadline = time.monotonic() + 5
+    while (len(received) <= QUEUE_THREADS or len(begun) < QUEUE_THREADS) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)                           # time enough for a third endpoint to begin, if it could
+    queue = {"threads": QUEUE_THREADS, "sent": len(clients), "received": len(received), "begun": len(begun)}
+    release.set()
+    for c in clients:
+        c.join(10)
 print(json.dumps({"async def": a["thread"], "def": s["thread"], "loop thread": server.loop_thread.name,
-                  "threadpool": a["threadpool"], "cpus": os.cpu_count()}))
+                  "threadpool": a["threadpool"], "cpus": os.cpu_count(), "queue": queue}))
 """
 
 
-def threads() -> dict:
-    """Which thread runs an async def and a def endpoint of a real app served by uvicorn, and FastAPI's threadpool size."""
-    out = run_isolated(f"HIDDEN = {str(HIDDEN)!r}\n" + _THREADS, timeout=30)
+def threads(queue_threads: int = 2) -> dict:
+    """Which thread runs an async def and a def endpoint of a real app served by uvicorn, and FastAPI's threadpool size.
+
+    Also, under "queue": the threadpool cut to `queue_threads` threads and one request more
+    than that held in a def endpoint, how many requests the app received and for how many
+    the endpoint had begun.
+    """
+    out = run_isolated(f"HIDDEN, QUEUE_THREADS = {str(HIDDEN)!r}, {queue_threads}\n" + _THREADS, timeout=30)
     if out.returncode != 0:
         out.show()
         raise RuntimeError("the run did not finish")

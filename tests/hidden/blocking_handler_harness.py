@@ -8,7 +8,12 @@
   the same time ran at the same time.
 - `served(app)`: the app under test, served by uvicorn on 127.0.0.1 on a
   thread of its own, stopped (and the thread joined) when the block ends.
+  `threads=N` gives the served app's threadpool N threads instead of its 40
+  (AnyIO's default thread limiter, the one FastAPI runs a `def` endpoint
+  with), so that a test can fill it with a few held requests.
 - `AccessLines`: every line the logger `drafts.access` writes meanwhile.
+- `LoggedTracebacks`: every traceback any logger writes meanwhile (the
+  server's "Exception in ASGI application" among them).
 
 Nothing here outlives its `with` block: the model is released before anything
 is stopped, so no request of the app under test can be left waiting for it.
@@ -25,6 +30,7 @@ import threading
 import time
 from contextlib import contextmanager
 
+import anyio.to_thread
 import uvicorn
 
 from loopkata.testing import describe_frames
@@ -189,14 +195,19 @@ class Served:
 
 
 @contextmanager
-def served(app):
+def served(app, threads: int | None = None, log_level: str = "critical"):
     """Serve `app` with uvicorn on 127.0.0.1 (an ephemeral port) on a thread of its own; stop it after.
+
+    `threads`: how many threads the served app's threadpool has (AnyIO's default
+    thread limiter on the server's event loop; FastAPI's default is 40).
+    `log_level`: the level of uvicorn's own loggers ("error" lets "Exception in
+    ASGI application" and its traceback through).
 
     The server is started and stopped step by step rather than with serve(), whose
     main loop only looks at should_exit every 0.1 s and whose shutdown always sleeps
     0.1 s: every check would pay for both.
     """
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, log_level="critical",
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, log_level=log_level,
                             lifespan="off", access_log=False)
     server = uvicorn.Server(config)
     state = {}
@@ -204,6 +215,8 @@ def served(app):
 
     async def main():
         state["loop"], state["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        if threads is not None:  # the limiter is this event loop's own: set it here, before any request
+            anyio.to_thread.current_default_thread_limiter().total_tokens = threads
         config.load()
         server.lifespan = config.lifespan_class(config)
         await server.startup()
@@ -279,3 +292,34 @@ class AccessLines(logging.Handler):
     def statuses(cls, line: str) -> set[str]:
         """The HTTP status codes a line names (a completion line names one; an arrival line none)."""
         return set(cls.STATUS.findall(line))
+
+
+class LoggedTracebacks(logging.Handler):
+    """Every traceback written by any logger while the block runs (on the root logger, where records propagate)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.texts = []
+
+    def emit(self, record) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted is still a record
+            text = str(record.msg)
+        if record.exc_info and record.exc_info[1] is not None:
+            text += "\n" + logging.Formatter().formatException(record.exc_info)
+        elif record.exc_text:
+            text += "\n" + record.exc_text
+        if "Traceback (most recent call last)" in text:
+            self.texts.append(text)
+
+    def __enter__(self) -> LoggedTracebacks:
+        logging.getLogger().addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logging.getLogger().removeHandler(self)
+
+    def naming(self, *words: str) -> list[str]:
+        """The tracebacks that name any of `words`."""
+        return [text for text in list(self.texts) if any(word in text for word in words)]

@@ -5,8 +5,10 @@ Every test serves a fresh copy of the package (`kata`) with uvicorn on
 user would. The app's model is a stand-in for the model's HTTP API
 (blocking_handler_harness.ModelAPI), a real server on its own thread whose
 answers the test controls: slow, held until released, or a failure. The
-access log is read from the logger `drafts.access`. Every request has a
-timeout, and the model is released before the server is stopped, so nothing
+access log is read from the logger `drafts.access`, and the server's errors
+from every logger. One test gives the served app's threadpool 2 threads (40
+by default) and holds 3 requests, so that one waits for a free thread. Every
+request has a timeout, and the model is released before the server is stopped, so nothing
 can wait for ever; the last test reads the app's routes without serving it.
 """
 import inspect
@@ -17,7 +19,7 @@ import time
 import httpx
 from fastapi.routing import APIRoute, iter_route_contexts  # included routers stay wrapped in app.routes
 
-from blocking_handler_harness import NO_TLS, SLOW, AccessLines, ModelAPI, draft_for, served
+from blocking_handler_harness import NO_TLS, SLOW, AccessLines, LoggedTracebacks, ModelAPI, draft_for, served
 from loopkata.testing import hang_after
 
 HEALTH_WITHIN = 0.1  # seconds: the liveness probe's budget in these tests
@@ -128,11 +130,13 @@ def health_during(app, model, calls: int) -> list[Call]:
                     )
                 finished = [c for c in sent if c.done]
                 if finished and model.most_at_once < calls:
+                    most = model.most_at_once
+                    waits = ("so each call waits for the one before it to finish" if most == 1 else
+                             f"so a call beyond the first {most} waits until one of the calls ahead of it finishes")
                     raise AssertionError(
                         f"expected the {calls} calls sent at once to run at once, but the model never had more than "
-                        f"{model.most_at_once} of them at a time: the first answered after {finished[0].seconds:.2f} s "
-                        f"while the others still waited to reach the model, so each call waits for the ones "
-                        f"before it ({HOW})"
+                        f"{most} of them at a time: the first answered after {finished[0].seconds:.2f} s "
+                        f"while the others still waited to reach the model, {waits} ({HOW})"
                     )
                 if model.most_at_once >= calls and model.working >= calls:
                     answered_in_time += 1
@@ -186,51 +190,79 @@ def shown(lines: list[str]) -> str:
     return "; ".join(repr(line) for line in lines) if lines else "no line"
 
 
-def test_a_hung_request_shows_in_the_access_log(kata):
-    """a request that hangs has an arrival line and no completion line while it hangs, and a completion line after"""
-    rid = request_id("hung")
+HELD_THREADS = 2  # threads the served app's threadpool gets in the hung-requests test (40 by default)
+HELD = HELD_THREADS + 1  # requests the model holds at once there: one more than the threadpool has threads
+ARRIVAL_WITHIN = 0.2  # seconds after the model took the first held call for every held request to have its line
+NO_LINE_WITHIN = 0.05  # seconds after which a test with no arrival line at all stops waiting for one
+
+
+def test_hung_requests_show_in_the_access_log(kata):
+    """every request that hangs has an arrival line while it hangs, one still waiting for a free thread too, and a completion line after"""
+    rids = [request_id("hung", i) for i in range(HELD)]
+    how = (f"{HELD} requests held by the model at once, the served app's threadpool limited to {HELD_THREADS} "
+           f"threads, {HOW}")
     with ModelAPI() as model, AccessLines() as log:
         app = part(kata, "app").create_app(model.url)
-        with served(app) as server:
-            call = Call(server.url, "hang: a draft the model never finishes", rid, hang_after() + 2)
+        with served(app, threads=HELD_THREADS) as server:
+            calls = [Call(server.url, f"hang: a draft the model never finishes, number {i + 1}", rid, hang_after() + 2)
+                     for i, rid in enumerate(rids)]
             try:
                 assert model.wait_for_calls(1, hang_after()), (
                     f"expected POST /drafts to call the model within {hang_after():g} s, it did not "
-                    f"(the call got: {call.said()}) ({HOW})"
+                    f"(the calls got: {'; '.join(c.said() for c in calls)}) ({how})"
                 )
-                deadline = time.monotonic() + 0.05
-                while not log.of(rid) and time.monotonic() < deadline:
-                    time.sleep(0.01)  # the line was due before the handler ran; a moment for a slow handler
-                mine = log.of(rid)
-                assert mine, (
-                    f"expected an arrival line for the hung request (X-Request-ID {rid}) while it hung, "
-                    "but the access log had no line for it: a request stuck in its handler looks exactly like one "
-                    f"that never arrived (checked while the model held the call, {HOW})"
+                # Every line was due as its request came in; a moment for the ones still on their way.
+                # The request the model holds went through its arrival line before it got there, so
+                # with no line at all after NO_LINE_WITHIN, none is coming: no need to wait longer.
+                began = time.monotonic()
+                while not all(log.of(rid) for rid in rids) and time.monotonic() < began + ARRIVAL_WITHIN:
+                    if time.monotonic() > began + NO_LINE_WITHIN and not any(log.of(rid) for rid in rids):
+                        break
+                    time.sleep(0.01)
+                lined = {rid: log.of(rid) for rid in rids}
+                missing = [rid for rid in rids if not lined[rid]]
+                assert not missing or len(missing) < HELD, (
+                    f"expected an arrival line for each of the {HELD} hung requests while they hung, but the access "
+                    "log had no line for any of them: a request stuck in its handler looks exactly like one that "
+                    f"never arrived (checked while the model held the calls, {how})"
                 )
-                done = [line for line in mine if AccessLines.statuses(line)]
+                others = HELD - len(missing)
+                assert not missing, (
+                    f"expected an arrival line for each of the {HELD} hung requests while they hung, but "
+                    f"{' and '.join(missing)} had none while "
+                    f"{'the other one had its own' if others == 1 else f'the other {others} had theirs'}: a request "
+                    "held before its handler runs, waiting for a free thread say, looks exactly like one that never "
+                    f"arrived (checked {ARRIVAL_WITHIN:g} s after the model took the first call, {how})"
+                )
+                done = [line for rid in rids for line in lined[rid] if AccessLines.statuses(line)]
                 assert not done, (
-                    "expected no completion line while the request still hung (an arrival line names no status), "
-                    f"but the access log had {shown(done)} for it before the model had answered ({HOW})"
+                    "expected no completion line while the requests still hung (an arrival line names no status), "
+                    f"but the access log had {shown(done)} before the model had answered ({how})"
                 )
             finally:
                 model.release()
-                call.wait(hang_after() + 2)
-            assert call.response is not None and call.response.status_code == 200, (
-                f"expected the hung request to answer 200 once the model answered, it got {call.said()} ({HOW})"
-            )
-            mine = wait_for_line(log, rid, "200", 0.25)
-    assert any("200" in AccessLines.statuses(line) for line in mine), (
-        "expected a completion line naming status 200 once the hung request had answered, but the access log "
-        f"had {shown(mine)} for it ({HOW})"
-    )
+                for c in calls:
+                    c.wait(hang_after() + 2)
+            for c in calls:
+                assert c.response is not None and c.response.status_code == 200, (
+                    f"expected the hung request {c.request_id} to answer 200 once the model answered, it got "
+                    f"{c.said()} ({how})"
+                )
+            deadline = time.monotonic() + 0.25  # one wait for all of them, not one each
+            ended = {rid: wait_for_line(log, rid, "200", deadline - time.monotonic()) for rid in rids}
+    for rid, mine in ended.items():
+        assert any("200" in AccessLines.statuses(line) for line in mine), (
+            f"expected a completion line naming status 200 once the hung request {rid} had answered, but the "
+            f"access log had {shown(mine)} for it ({how})"
+        )
 
 
 def test_a_request_whose_handler_raises_gets_a_completion_line(kata):
-    """a request whose handler raises still gets a completion line, with the status the client got (500)"""
+    """a request whose handler raises gets a completion line with the status the client got (500), and its error still reaches the server's log"""
     rid = request_id("failing")
-    with ModelAPI() as model, AccessLines() as log:
+    with ModelAPI() as model, AccessLines() as log, LoggedTracebacks() as errors:
         app = part(kata, "app").create_app(model.url)
-        with served(app) as server:
+        with served(app, log_level="error") as server:
             call = Call(server.url, "fail: the model is overloaded", rid, hang_after() + 2)
             call.wait(hang_after() + 2)
             assert call.done and call.response is not None, (
@@ -238,9 +270,17 @@ def test_a_request_whose_handler_raises_gets_a_completion_line(kata):
             )
             status = str(call.response.status_code)
             mine = wait_for_line(log, rid, status, 0.25)
+            deadline = time.monotonic() + 0.2  # the server logs the error just after it has answered
+            while not errors.naming("ModelError", "503") and time.monotonic() < deadline:
+                time.sleep(0.01)
     assert any(status in AccessLines.statuses(line) for line in mine), (
         f"expected a completion line naming status {status} for the request whose handler raised (the model "
         f"answered 503, the client got {status}), but the access log had {shown(mine)} for it ({HOW})"
+    )
+    assert errors.naming("ModelError", "503"), (
+        "expected the handler's error (ModelError: the model answered 503) to reach the server's log with its "
+        f"traceback, as it does when nothing catches it, but no log record carried its traceback: the client got "
+        f"{status} and the error itself was swallowed (one request whose handler raised, every logger read, {HOW})"
     )
 
 
