@@ -12,9 +12,10 @@ the child always stops its server, and `run_isolated` kills it if it hangs.
 
 A decoy of the kata holds only the files it changes: `stream(STARTER,
 over=DECOY)` lays them over the starter. `show(run)` prints what arrived,
-`draw(run, ax, title)` draws its timeline, and `cancelling_waits(path)` finds
-the lines that wait for a generator's next event under a deadline that
-cancels it.
+`draw(run, ax, title)` draws its timeline (`rows(run)` of them), and
+`cancelling_waits(path)` finds the lines that wait for a generator's next event
+under a deadline that cancels it. `leave_midway(impl, steps, keepalive)` is a
+client that goes away in the middle of a step, and what the server did after.
 """
 from __future__ import annotations
 
@@ -85,6 +86,62 @@ def stream(impl, steps, keepalive, over=None, timeout=60.0) -> dict:
     return run
 
 
+# A client that leaves at the first keepalive after section 0, in the middle of step 1; then the child
+# keeps the server up and watches the generator until it is closed and no step runs (or `linger` is up).
+_LEAVING = """
+import importlib, importlib.util, json, shutil, sys, tempfile, time
+from pathlib import Path
+
+sys.path.insert(0, {harness!r})
+from keepalive_stream_harness import Script, Served, read_stream
+
+with tempfile.TemporaryDirectory() as tmp:
+    package = Path(tmp) / "drafts_service"
+    shutil.copytree({impl!r}, package, ignore=shutil.ignore_patterns("__pycache__"))
+    if {over!r}:
+        for f in Path({over!r}).glob("*.py"):
+            shutil.copy(f, package / f.name)
+    spec = importlib.util.spec_from_file_location(
+        "drafts_service", package / "__init__.py", submodule_search_locations=[str(package)])
+    sys.modules["drafts_service"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules["drafts_service"])
+    app = importlib.import_module("drafts_service.app")
+
+    def leave(reading):
+        return bool(reading.items()) and reading.frames[-1][1].startswith(":")
+
+    script = Script({steps!r})
+    with Served(app.create_app(script.events, {keepalive!r})) as server:
+        reading = read_stream(f"{{server.url}}/drafts/d-42/events", deadline={linger!r}, leave=leave)
+        time.sleep(0.2)
+        pending = server.pending_tasks()   # what the server's loop still runs 0.2 s after the client left
+        while time.monotonic() - reading.started < {linger!r} and (not script.closed() or script.running()):
+            time.sleep(0.01)
+    steps = [{{"t": reading.at(t), "what": w, "step": s}} for t, w, s in script.log if t < server.stopping_at]
+    print(json.dumps({{"left_at": reading.ended_at, "ended": reading.ended, "steps": steps, "pending": pending,
+                      "still_running": script.running(), "closed": script.closed()}}))
+"""
+
+
+def leave_midway(impl, steps, keepalive, over=None) -> dict:
+    """A client that leaves at the first keepalive after section 0, and what the server did after it left.
+
+    Returns a dict: left_at (seconds since the request), steps (the generator's log, as
+    in `stream`), pending (the tasks on the server's loop 0.2 s after the client left),
+    still_running and closed (the steps running, and whether the generator was closed,
+    when the watch ended: once it was closed and idle, or after the whole draft's time).
+    """
+    impl = str(Path(impl).resolve())
+    linger = sum(steps) + 2 * keepalive + 1.0
+    code = _LEAVING.format(harness=str(HARNESS), impl=impl, over=str(Path(over).resolve()) if over else "",
+                           steps=list(steps), keepalive=keepalive, linger=linger)
+    out = run_isolated(code, timeout=linger + 20)
+    if out.returncode != 0:
+        out.show()
+        raise RuntimeError(f"the stream of {Path(over or impl).name} did not finish cleanly")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def streams(*runs: dict) -> list[dict]:
     """Several `stream(**kwargs)` runs at once, each in its own process; their results in order."""
     with ThreadPoolExecutor(len(runs)) as pool:
@@ -132,6 +189,7 @@ def describe_steps(run: dict) -> str:
 # --- the timeline -------------------------------------------------------------
 
 STEP_COLOURS = {"finished": "#1a7f37", "cancelled": "#cf222e", "running": "#9a6700"}
+CLIENT_ROWS = ("the client: keepalives", "the client: sections", "the client: end of stream")
 
 LEGEND = [
     Line2D([], [], color=STEP_COLOURS["finished"], lw=5, label="a step that ran to its end"),
@@ -142,32 +200,42 @@ LEGEND = [
 ]
 
 
-def draw(run: dict, ax, title: str) -> None:
-    """One stream's timeline: a row per run of each step (what the server did), then the bytes the client got."""
-    ax.set_title(title, fontsize=10, loc="left")
-    runs = []  # (step, start, end, how)
-    open_ = {}
+def _runs(run: dict) -> list[tuple[int, float, float, str]]:
+    """(step, start, end, how) of every run of a step, in the order they started."""
+    runs, open_ = [], {}
     for e in run["steps"]:
         if e["what"] == "started":
             open_[e["step"]] = e["t"]
         elif e["what"] in ("finished", "cancelled") and e["step"] in open_:
             runs.append((e["step"], open_.pop(e["step"]), e["t"], e["what"]))
     runs += [(step, t, run["ended_at"], "running") for step, t in open_.items()]
-    runs.sort(key=lambda r: r[1])
+    return sorted(runs, key=lambda r: r[1])
+
+
+def rows(run: dict) -> int:
+    """How many rows `draw` gives a run: one per run of a step, and three for the client."""
+    return len(_runs(run)) + len(CLIENT_ROWS)
+
+
+def draw(run: dict, ax, title: str) -> None:
+    """One stream's timeline: a row per run of each step (what the server did), then what the client got:
+    keepalives, sections and the end of the stream each on a row of their own, so that none hides another."""
+    ax.set_title(title, fontsize=10, loc="left")
+    runs = _runs(run)
     labels = []
     for row, (step, start, end, how) in enumerate(runs):
         ax.plot([start, end], [row, row], color=STEP_COLOURS[how], lw=6, solid_capstyle="butt")
         labels.append(f"step {step}" + (" (again)" if any(r[0] == step for r in runs[:row]) else ""))
-    client = len(runs)
+    first = len(runs)  # the client's rows follow the steps'
+    ax.axhline(first - 0.5, color="#d0d7de", lw=1)
     keepalives = [f["t"] for f in run["frames"] if f["kind"] == "keepalive"]
     events = [f["t"] for f in run["frames"] if f["kind"] == "event"]
-    ax.plot(keepalives, [client] * len(keepalives), "|", color="#57606a", ms=12, mew=2)
-    ax.plot(events, [client] * len(events), "o", color="#0969da", ms=8)
+    ax.plot(keepalives, [first] * len(keepalives), "|", color="#57606a", ms=12, mew=2)
+    ax.plot(events, [first + 1] * len(events), "o", color="#0969da", ms=8)
     if run["ended"] in ("complete", "broken"):
-        ax.plot([run["ended_at"]], [client], "s", color="black", mfc="none", mew=1.5, ms=9)  # hollow: a keepalive
-        # sent at the same moment stays visible inside it
-    ax.set_yticks(list(range(client + 1)), labels + ["the client"], fontsize=9)
-    ax.set_ylim(client + 0.8, -0.8)
+        ax.plot([run["ended_at"]], [first + 2], "s", color="black", mfc="none", mew=1.5, ms=9)
+    ax.set_yticks(list(range(first + len(CLIENT_ROWS))), labels + list(CLIENT_ROWS), fontsize=9)
+    ax.set_ylim(first + len(CLIENT_ROWS) - 0.2, -0.8)
     ax.grid(axis="x", color="#eaeef2")
     ax.set_xlabel("seconds since the request", fontsize=9)
     ax.tick_params(axis="x", labelsize=9)

@@ -300,7 +300,8 @@ def read_stream(url: str, *, deadline: float, leave=None, silence: float | None 
     reading = Reading(started=started)
     timeout = httpx.Timeout(5.0, read=silence or deadline)
     try:
-        with httpx.Client(timeout=timeout) as client, client.stream("GET", url) as response:
+        # plain HTTP to 127.0.0.1: no TLS, so no certificates to load (that costs up to 0.1 s per client)
+        with httpx.Client(timeout=timeout, verify=False) as client, client.stream("GET", url) as response:
             reading.status = response.status_code
             reading.headers_at = time.monotonic() - started
             buffer, event = "", []
