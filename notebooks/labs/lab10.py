@@ -11,8 +11,10 @@ answered and what it logged, rendered by a real logging.Formatter:
 - `held(impl)`: one cold and one warm run on a worker, through the runner's own
   `run_workflow`: the outcome the log line was written from.
 - `invocation(impl, steps, failing, ...)`: one layer of receipts, some of which
-  fail two calls deep, in `parse_total`; what came back, what was logged.
-- `draw(ax, run, title)`: one run as two strips, the outputs and the log.
+  fail two calls deep, in `parse_total`; what came back, what was logged, and,
+  under a deadline, what was still logged after handler had raised.
+- `draw(ax, run, title)`: one run as two strips, the outputs and the log, each
+  with colours of its own; `legend(fig)` puts one legend per strip under it.
 
 The steps are defined in this file, so tracebacks point into it.
 """
@@ -25,6 +27,7 @@ import json
 import logging
 import sys
 import sysconfig
+import time
 import traceback
 from pathlib import Path
 
@@ -231,6 +234,11 @@ def _invocation(impl: str, steps: int, failing: list[int], fmt: str, remaining_m
         answer = kata.handler({"layers": batch_layers(steps, failing)}, context)
     except Exception as exc:  # noqa: BLE001 - what the handler raised is part of what we show
         raised = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    on_time = len(kept.records)
+    if remaining_ms:
+        time.sleep(SLOW + 0.1)  # past the longest step: anything the invocation left running logs by now
+    late = kept.records[on_time:]
+    del kept.records[on_time:]
     names = [f"receipt-{n:02d}" for n in range(1, steps + 1)]
     failing = [n for n in failing if 1 <= n <= steps]
     failed_names = [f"receipt-{n:02d}" for n in failing]
@@ -240,6 +248,8 @@ def _invocation(impl: str, steps: int, failing: list[int], fmt: str, remaining_m
         "failed": list(answer["failed"]) if answer else [],
         "log": tidy("\n".join(kept.format(r) for r in kept.records), impl),
         "records": len(kept.records),
+        "late": tidy("\n".join(kept.format(r) for r in late), impl),
+        "late_records": len(late),
         "logged": {name: _classify(kept.records, name, f"could not convert string to float: '{n}.5O'", failed_names)
                    for n, name in zip(failing, failed_names)},
     }
@@ -297,18 +307,26 @@ def short(run: dict) -> str:
 
 def describe(run: dict) -> str:
     said = "; ".join(f"{name}: {what}" for name, what in run["logged"].items()) or "no step failed"
-    return f"{short(run)}; what the log says about each failing step: {said}"
+    after = (f"; {run['late_records']} more record{'s' if run['late_records'] > 1 else ''} logged after handler "
+             f"had {'raised' if run['raised'] else 'returned'}" if run.get("late_records") else "")
+    return f"{short(run)}; what the log says about each failing step: {said}{after}"
 
 
 # --- the figure -------------------------------------------------------------------------
 
-OUTPUT_COLOURS = {"output returned": "#1a7f37", "output lost": "#cf222e", "failed: no output": "#d0d7de"}
+# The two strips speak of different things, so they use different colours: red and green only
+# for outputs; for the log, one scale of purple, from "not logged" (palest) to "the traceback" (darkest).
+OUTPUT_COLOURS = {"output returned": "#1a7f37", "output lost": "#cf222e", "a failing step: no output": "#d0d7de"}
 LOG_COLOURS = {
-    "the traceback": "#1a7f37",
-    "the message only": "#d4a72c",
-    '"NoneType: None"': "#bc4c00",
-    "the type only": "#cf222e",
-    "not logged": "#6e1423",
+    "not logged": "#dadaeb",
+    "the type only": "#bcbddc",
+    '"NoneType: None"': "#9e9ac8",
+    "the message only": "#756bb1",
+    "the traceback": "#3f007d",
+}
+LOG_WORDS = {  # written in each log cell, so the strip reads without telling pale purples apart
+    "not logged": "none", "the type only": "type", '"NoneType: None"': "NoneType",
+    "the message only": "message", "the traceback": "traceback",
 }
 
 
@@ -320,7 +338,7 @@ def draw(ax, run: dict, title: str) -> None:
     outputs, log = [], []
     for name in run["steps"]:
         if name in run["failing"]:
-            outputs.append(to_rgb(OUTPUT_COLOURS["failed: no output"]))
+            outputs.append(to_rgb(OUTPUT_COLOURS["a failing step: no output"]))
             log.append(to_rgb(LOG_COLOURS.get(run["logged"][name], "#8c959f")))
         else:
             outputs.append(to_rgb(OUTPUT_COLOURS["output returned" if name in run["outputs"] else "output lost"]))
@@ -332,12 +350,25 @@ def draw(ax, run: dict, title: str) -> None:
     ax.set_yticks([-0.5, 0.5, 1.5], minor=True)
     ax.grid(which="minor", color="white", linewidth=2)
     ax.tick_params(which="minor", length=0)
+    for x, name in enumerate(run["steps"]):
+        if name in run["failing"]:
+            said = run["logged"][name]
+            dark = said in ("the message only", "the traceback")
+            ax.text(x, 1, LOG_WORDS.get(said, said), ha="center", va="center", fontsize=9,
+                    color="white" if dark else "#24292f")
     ax.set_title(title, fontsize=10, loc="left")
 
 
 def legend(fig) -> None:
+    """One legend per strip, under the panels: what the colours of that strip mean."""
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=c, label=label) for label, c in OUTPUT_COLOURS.items()]
-    handles += [Patch(color=c, label=f"log: {label}") for label, c in LOG_COLOURS.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=4, frameon=False, fontsize=9)
+    def patches(colours, words=None):
+        return [Patch(facecolor=c, edgecolor="#8c959f", label=f"{words[label]}: {label}" if words else label)
+                for label, c in colours.items()]
+
+    fig.legend(handles=patches(OUTPUT_COLOURS), loc="lower center", bbox_to_anchor=(0.5, 0.075), ncol=3,
+               frameon=False, fontsize=9, title="output strip: did the step's output come back?", title_fontsize=9)
+    fig.legend(handles=patches(LOG_COLOURS, LOG_WORDS), loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=3,
+               frameon=False, fontsize=9, title="log strip, failing steps only: what the log says about the failure "
+               "(darker: more)", title_fontsize=9)

@@ -8,10 +8,12 @@ message no other step shares, so the log can be searched for each failure.
 
 What was logged is read through a real logging handler on the root logger, and
 rendered by a standard logging.Formatter, as a terminal or a log shipper would
-show it.
+show it. A record's logger name says which logger made it: the module's own
+(`logging.getLogger(__name__)`, named after the module) or another one.
 """
 import asyncio
 import logging
+import time
 
 from loopkata.testing import run_bounded
 
@@ -61,6 +63,8 @@ class Workflow:
         self.failures = {name: Failure(name, inner) for name, inner in failing.items()}
         self.expected: dict[str, str] = {}
         self.slow = [f"slow-{i + 1}" for i in range(slow)]
+        self.slow_state: dict[str, str] = {}  # slow step -> "running", "finished" or "stopped"
+        self._slow_tasks: dict[str, tuple] = {}  # slow step -> (its event loop, its task)
         self.layers = []
         number = 0
         for size in sizes:
@@ -90,13 +94,36 @@ class Workflow:
 
         return step
 
-    @staticmethod
-    def _sleeper(name: str, seconds: float):
+    def _sleeper(self, name: str, seconds: float):
         async def step():
-            await asyncio.sleep(seconds)
-            return f"{name}: done"
+            self._slow_tasks[name] = (asyncio.get_running_loop(), asyncio.current_task())
+            self.slow_state[name] = "running"
+            try:
+                await asyncio.sleep(seconds)
+                self.slow_state[name] = "finished"
+                return f"{name}: done"
+            finally:
+                if self.slow_state[name] == "running":
+                    self.slow_state[name] = "stopped"  # cancelled (or interrupted) at its await
 
         return step
+
+    def still_running(self) -> list[str]:
+        """The slow steps that started and have neither finished nor been stopped."""
+        return [name for name, state in self.slow_state.items() if state == "running"]
+
+    def stop_leftovers(self, seconds: float = 1.0) -> None:
+        """Cancel, in their own event loop, the slow steps an implementation left running, and wait for them
+        to end, so that nothing of this test runs on after it."""
+        for name in self.still_running():
+            loop, task = self._slow_tasks[name]
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:
+                pass  # that loop has closed: nothing left to cancel there
+        deadline = time.monotonic() + seconds
+        while self.still_running() and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     @property
     def event(self) -> dict:
@@ -200,6 +227,22 @@ def about(record: logging.LogRecord, failure: Failure, workflow: Workflow) -> bo
     return mentions(record, failure.name) and not any(mentions(record, n) for n in others)
 
 
+def own_loggers(kata) -> set[str]:
+    """The names of the module's own loggers: the one named after the module (`logging.getLogger(__name__)`),
+    and the logger the module keeps as `log` (or `logger`), unless that is the root logger."""
+    names = {kata.__name__}
+    for attr in ("log", "logger", "LOG", "LOGGER"):
+        found = getattr(kata, attr, None)
+        if isinstance(found, logging.Logger) and not isinstance(found, logging.RootLogger):
+            names.add(found.name)
+    return names
+
+
+def from_own_logger(record: logging.LogRecord, kata) -> bool:
+    """Was the record made by one of the module's own loggers, or by a child of one?"""
+    return any(record.name == n or record.name.startswith(n + ".") for n in own_loggers(kata))
+
+
 def warnings_and_above(records):
     return [r for r in records if r.levelno >= logging.WARNING]
 
@@ -218,6 +261,13 @@ def what_is_missing(record: logging.LogRecord, failure: Failure) -> str:
         return ("the message quotes the error, but the record carries no exception (exc_info is empty): "
                 "no traceback, so nothing says where inside the step it was raised")
     return "the record carries neither the error's message nor its traceback"
+
+
+def names_that_never_raised(names: list[str]) -> str:
+    """How an answer's "failed" names steps that did not raise, for an assertion message."""
+    listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return (f"names {len(names)} step{'s' if len(names) > 1 else ''} that never raised ({listed}): a step the "
+            f"runner cancelled, or whose output it lost, did not fail")
 
 
 # --- the tests --------------------------------------------------------------------
@@ -253,6 +303,14 @@ def test_a_failed_step_is_logged_with_its_traceback(kata):
             f"expected step {failure.name}'s failure to be logged at ERROR, calling handler directly, "
             f"but it was logged at {record.levelname}:{shown([record])}"
         )
+        assert from_own_logger(record, kata), (
+            f"expected step {failure.name}'s failure to be logged on the module's own logger (the starter's "
+            f"`log = logging.getLogger(__name__)`; under the tests the module is named {kata.__name__!r}), "
+            f"calling handler directly, but the record came from "
+            + ("the root logger (a call such as logging.error(...))" if record.name == "root"
+               else f"another logger, {record.name!r}")
+            + f":{shown([record])}"
+        )
         text = rendered(record)
         assert failure.message in text and f"in {failure.frame}" in text, (
             f"expected the logged traceback of step {failure.name} to show the error's message and the line "
@@ -284,7 +342,7 @@ def test_every_failure_is_logged_once(kata):
 
 
 def test_one_failed_step_does_not_lose_the_others(kata):
-    """the other steps' outputs are all returned when steps fail, in the first layer and in the second"""
+    """the other steps' outputs are all returned when steps fail, in both layers, and "failed" names only the steps that raised"""
     workflow = Workflow([30, 15], {"receipt-07": read_vendor_block, "receipt-38": parse_line_total})
     answer, error, _ = invoke(kata, workflow)
     if error is not None:
@@ -294,36 +352,54 @@ def test_one_failed_step_does_not_lose_the_others(kata):
         ) from error
     outputs = dict(answer.get("outputs", {})) if isinstance(answer, dict) else {}
     lost = [name for name in workflow.expected if outputs.get(name) != workflow.expected[name]]
+    failed = list(answer.get("failed", ())) if isinstance(answer, dict) else []
+    never_raised = [name for name in dict.fromkeys(failed) if name not in workflow.failures]
     if lost:
         listed = ", ".join(lost[:6]) + (f" and {len(lost) - 6} more" if len(lost) > 6 else "")
         raise AssertionError(
             f"expected the outputs of all {len(workflow.expected)} steps that succeeded, calling handler "
             f"directly with 2 failing steps, but {len(lost)} are missing ({listed}): the steps still running when "
             f"the first step failed were cancelled, or their outputs dropped"
+            + (f"; and \"failed\" {names_that_never_raised(never_raised)}" if never_raised else "")
         )
-    failed = set(answer.get("failed", ()))
-    assert failed == set(workflow.failures), (
-        f"expected the answer's \"failed\" to name {sorted(workflow.failures)}, calling handler directly, "
-        f"got {sorted(failed)}"
+    assert not never_raised, (
+        f"expected the answer's \"failed\" to name only the steps that raised, {sorted(workflow.failures)}, "
+        f"calling handler directly with 2 failing steps, but it {names_that_never_raised(never_raised)}"
+    )
+    assert set(failed) == set(workflow.failures), (
+        f"expected the answer's \"failed\" to name {sorted(workflow.failures)}, calling handler directly "
+        f"with 2 failing steps, got {sorted(set(failed))}"
     )
 
 
 def test_a_timeout_is_not_logged_as_a_step_failure(kata):
-    """when the invocation runs out of time, handler raises TimeoutError and no step is logged as failed"""
+    """when the invocation runs out of time, handler raises TimeoutError, with its steps stopped and none logged as failed"""
     workflow = Workflow([5], {}, slow=3, slow_seconds=5.0)
     # 0.8 s left: with the starter's 0.5 s safety margin, the deadline falls 0.3 s in, while 3 steps still run.
     answer, error, records = invoke(kata, workflow, remaining_ms=800)
-    assert isinstance(error, TimeoutError), (
-        "expected the invocation's deadline to end it with TimeoutError, calling handler with 0.8 s left "
-        "and 3 steps that take 5 s, but "
-        + (f"it raised {type(error).__name__}: {error}" if error is not None else f"handler returned {answer!r}")
-    )
-    cancellations = [
-        r for r in warnings_and_above(records)
-        if (r.exc_info and isinstance(r.exc_info[1], asyncio.CancelledError)) or "CancelledError" in r.getMessage()
-    ]
-    assert not cancellations, (
-        "expected no step to be logged as failed when the invocation ran out of time (the cancellation of "
-        "the steps still running is the deadline's doing, not theirs), calling handler with 0.8 s left, but "
-        f"{len(cancellations)} records logged a CancelledError:{shown(cancellations[:3])}"
-    )
+    left_running = workflow.still_running()  # read as soon as handler has raised or returned
+    named = " and ".join([", ".join(left_running[:-1]), left_running[-1]] if len(left_running) > 1 else left_running)
+    try:
+        assert isinstance(error, TimeoutError), (
+            "expected the invocation's deadline to end it with TimeoutError, calling handler with 0.8 s left "
+            "and 3 steps that take 5 s, but "
+            + (f"it raised {type(error).__name__}: {error}" if error is not None else f"handler returned {answer!r}")
+        )
+        cancellations = [
+            r for r in warnings_and_above(records)
+            if (r.exc_info and isinstance(r.exc_info[1], asyncio.CancelledError)) or "CancelledError" in r.getMessage()
+        ]
+        assert not cancellations, (
+            "expected no step to be logged as failed when the invocation ran out of time (the cancellation of "
+            "the steps still running is the deadline's doing, not theirs), calling handler with 0.8 s left, but "
+            f"{len(cancellations)} records logged a CancelledError:{shown(cancellations[:3])}"
+        )
+        assert not left_running, (
+            "expected the steps still running at the deadline to be stopped (cancelled) by the time handler "
+            "raised TimeoutError, calling handler with 0.8 s left and 3 steps that take 5 s, but "
+            f"{named} {'were' if len(left_running) > 1 else 'was'} still running after it raised: "
+            "the invocation goes on in the background, and whatever its steps log lands in the next invocation's log"
+        )
+    finally:
+        with Records():  # whatever the leftovers log as they stop goes to this handler, not to stderr
+            workflow.stop_leftovers()
