@@ -6,13 +6,15 @@ tests start: a real asyncio TCP server on 127.0.0.1), calls the handler once
 and returns what the store saw. A fresh process each time, because module
 globals are the bug, and because a reproduction must never hang the kernel.
 
-`draw(run, ax, title)` plots one invocation's timeline as the store saw it.
+`draw(run, ax, title)` plots one invocation's timeline as the store saw it;
+`timelines([(run, label), ...], title)` draws several side by side (CAPTION says how to read them).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
 from loopkata import run_isolated
@@ -126,6 +128,26 @@ def draw(run: dict, ax, title: str) -> None:
             ax.plot(end, number, "x", color="#cf222e", ms=4)
     if run["collected_at"] is not None:
         ax.axvline((run["collected_at"] - t0) * 1000, ls="--", color="#9a6700")
+
+
+CAPTION = (
+    "One row per connection the store saw (one per write, and one for the quote's GET), drawn from connect to "
+    "close; time in ms from the invocation's first connection."
+)
+
+
+def timelines(panels: list, title: str) -> None:
+    """One figure of invocation timelines side by side, on shared axes: panels is [(run, what it is), ...]."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) if len(panels) > 1 else 8, 4.4),
+                             sharex=True, sharey=True, squeeze=False)
+    for ax, (run, label) in zip(axes[0], panels):
+        draw(run, ax, label)
+        ax.tick_params(labelsize=9)
+    for ax in axes[0][1:]:
+        ax.set_ylabel("")
+    fig.suptitle(title, fontsize=12)
+    fig.legend(handles=LEGEND, loc="lower center", ncol=3, frameon=False, fontsize=9)
+    fig.tight_layout(rect=(0, 0.15, 1, 1))
 
 
 # --- the drain that never ends (Python 3.12 and later) -------------------------

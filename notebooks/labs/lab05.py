@@ -8,13 +8,15 @@ dict. A fresh process each time, with a hard deadline (`run_isolated`): a
 thread stuck on a threading.Lock cannot be stopped, so the process is the
 only thing that can end it, and the notebook's kernel must never hold one.
 
-`report(run)` prints a run in words; `draw(runs)` plots /health's latency.
+`report(run)` prints a run in words; `draw(runs)` plots /health's latency, one panel
+per run (CAPTION says how to read it).
 """
 from __future__ import annotations
 
 import json
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
 
 from loopkata import run_isolated
 
@@ -225,31 +227,63 @@ def report(run: dict) -> None:
             print("     ", line)
 
 
+# What each combination is, for the panel titles: the run's role in the story, not its settings.
+ROLES = {
+    ("Lock", "async def"): "as shipped (async def): the loop deadlocks",
+    ("Lock", "def"): "the on-call fix (def): the deadlock hides",
+    ("none", "async def"): "no thread lock, async def: the parse holds the loop",
+    ("none", "def"): "no thread lock, def: the parse runs on a thread",
+}
+
+CAPTION = (
+    f"Each dot is one GET /health, sent every {PROBE_EVERY:g} s from the moment the endpoint starts parsing; "
+    f"a red cross is a probe with no answer within {PROBE_TIMEOUT:g} s (the kubelet's timeout); "
+    "the dashed line is when the upload answered."
+)
+
+
 def draw(runs: list, title: str = "") -> None:
-    """/health latency during each run, one panel per run; a red cross is a probe with no answer."""
+    """/health latency during each run, one panel per run, on shared axes; a red cross is a probe with no answer."""
     cols = min(len(runs), 2)
     rows = (len(runs) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.2 * rows), sharey=True, squeeze=False)
+    height = 2.9 * rows + 1.0  # inches: the panels, then the title and the legend above them
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols if cols > 1 else 8.0, height), sharex=True,
+                             sharey=True, squeeze=False)
+    end = max(max((t - run["arrived"] for t, _ in run["probes"]), default=0.0) for run in runs)
     for ax, run in zip(axes.flat, runs):
         ok = [(t - run["arrived"], ms) for t, ms in run["probes"] if ms is not None]
         lost = [t - run["arrived"] for t, ms in run["probes"] if ms is None]
+        ax.axhline(PROBE_TIMEOUT * 1000, color="#6e7781", lw=1, ls=":")
         if ok:
-            ax.plot(*zip(*ok), "o", color="#1a7f37", ms=4, label="/health answered")
+            ax.plot(*zip(*ok), "o", color="#1a7f37", ms=4)
         if lost:
-            ax.plot(lost, [PROBE_TIMEOUT * 1000] * len(lost), "x", color="#cf222e", ms=8, mew=2,
-                    label=f"no answer in {PROBE_TIMEOUT:g} s")
+            ax.plot(lost, [PROBE_TIMEOUT * 1000] * len(lost), "x", color="#cf222e", ms=9, mew=2)
         if run["upload_seconds"] is not None:
-            ax.axvline(run["upload_seconds"] - run["arrived"], color="#0969da", ls="--", label="upload answered")
+            ax.axvline(run["upload_seconds"] - run["arrived"], color="#0969da", ls="--")
         else:
-            ax.text(0.5, 0.5, "the upload never answers", transform=ax.transAxes, ha="center", color="#9a6700")
+            ax.text(0.5, 0.5, "the upload never answers", transform=ax.transAxes, ha="center", va="center",
+                    color="#9a6700", fontsize=10)
         ax.set_yscale("log")
-        ax.set_ylim(1, PROBE_TIMEOUT * 1000 * 2)
-        ax.set_xlabel("seconds after the endpoint started")
-        lock = "Lock" if run["lock"] == "Lock" else "no thread lock"
-        ax.set_title(f"{lock}, {run['endpoint']}, {run['rows']:,} rows", fontsize=10)
+        ax.set_ylim(1, PROBE_TIMEOUT * 1000 * 3)
+        ax.set_xlim(-0.1, end + 0.2)
+        ax.set_title(ROLES[run["lock"], run["endpoint"]], fontsize=10)
+        ax.tick_params(labelsize=9)
+    for ax in axes[-1, :]:
+        ax.set_xlabel("seconds after the endpoint started parsing", fontsize=10)
     for ax in axes[:, 0]:
-        ax.set_ylabel("/health latency (ms)")
-    for ax in axes.flat:
-        ax.legend(fontsize=7, loc="upper right")
-    fig.suptitle(title)
-    fig.tight_layout()
+        ax.set_ylabel("/health answered in (ms)", fontsize=10)
+    for ax in axes.flat[len(runs):]:
+        ax.set_visible(False)
+    handles = [
+        Line2D([], [], marker="o", ls="", color="#1a7f37", ms=5, label="/health answered"),
+        Line2D([], [], marker="x", ls="", color="#cf222e", ms=9, mew=2, label=f"no answer within {PROBE_TIMEOUT:g} s"),
+        Line2D([], [], ls="--", color="#0969da", label="the upload answered"),
+        Line2D([], [], ls=":", color="#6e7781", label="the probe's timeout"),
+    ]
+    if not title:
+        title = (f"/health while one upload of {runs[0]['rows']:,} rules runs" if len(runs) == 1 else
+                 "/health while one upload runs: probes fail only while the event loop itself is stuck")
+    fig.suptitle(title, fontsize=12, y=1 - 0.12 / height, va="top")
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.45 / height),
+               ncol=len(handles), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / height))

@@ -22,7 +22,8 @@ kill the interpreter, and that must never be the notebook's kernel.
   records which server connection it is (numbered #1, #2, ... by backend pid),
   the loop that opened it and the loop that uses it; after each step it asks
   the server what each connection is doing (pg_stat_activity).
-- `report(run)` and `draw_steps(ax, run, title)`: a replay in words and as a strip.
+- `report(run)` and `draw_steps(ax, run, title)`: a replay in words and as a strip;
+  `draw_strips({label: run}, title)` draws several on shared axes (STRIPS_CAPTION says how to read them).
 - `in_flight(package, ...)`: the production shape, many times, a process per
   run: three API clients send requests while five jobs run one after another.
 - `run_tests(code, package, ...)`: test functions from the notebook, each in a
@@ -415,14 +416,14 @@ def report(run: dict, detail: bool = True) -> None:
           f"in the orders table, written by {len(served)} server connection{'s' if len(served) != 1 else ''}")
 
 
-def draw_steps(ax, run: dict, title: str) -> None:
+def draw_steps(ax, run: dict, title: str, top: int = 1) -> None:
     """One replay as a strip: a column per step, the server connection lent on the y axis.
 
     Circles are API requests and squares jobs; blue is a connection opened on the
     API's loop, orange one opened on a job's loop; a red cross marks a step that
     failed, a hollow circle an order answered with an id but missing from the table.
+    `top`: the highest connection number to leave room for (the same for strips compared side by side).
     """
-    top = 1
     stored = {order_id for order_id, _ in run["stored"] or []}
     for r in run["records"]:
         marker = "o" if r["step"] == "r" else "s"
@@ -438,13 +439,13 @@ def draw_steps(ax, run: dict, title: str) -> None:
             ax.scatter(r["n"], y, marker="o", s=420, facecolor="none", edgecolor="tab:red", linewidths=2, zorder=3)
     if run["ended"] != "ok":
         ax.axvline(len(run["records"]) + 0.5, color="black", linestyle="--")
-        ax.text(len(run["records"]) + 0.6, 0.1, f"process died\n({run['ended']})", fontsize=8)
-    ax.set_xticks(range(1, len(run["steps"]) + 1), [("API" if s == "r" else "job") for s in run["steps"]], fontsize=8)
+        ax.text(len(run["records"]) + 0.6, 0.1, f"process died\n({run['ended']})", fontsize=9)
+    ax.set_xticks(range(1, len(run["steps"]) + 1), [("API" if s == "r" else "job") for s in run["steps"]], fontsize=9)
     ax.set_xlim(0.4, len(run["steps"]) + 0.6)
     ax.set_ylim(-0.5, top + 0.6)
-    ax.set_yticks(range(0, top + 1), ["none"] + [f"#{i}" for i in range(1, top + 1)], fontsize=8)
-    ax.set_ylabel("server connection")
-    ax.set_title(title, fontsize=9)
+    ax.set_yticks(range(0, top + 1), ["none"] + [f"#{i}" for i in range(1, top + 1)], fontsize=9)
+    ax.set_ylabel("server connection lent", fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
 
 
@@ -464,7 +465,26 @@ def legend(fig) -> None:
         mark("the step failed", marker="x", markersize=10, color="tab:red", markeredgewidth=3),
         mark("answered with an id, not in the table", marker="o", markersize=13,
              markerfacecolor="none", markeredgecolor="tab:red", markeredgewidth=2),
-    ], loc="outside lower center", ncol=3, frameon=False, fontsize=8)
+    ], loc="outside lower center", ncol=3, frameon=False, fontsize=9)
+
+
+STRIPS_CAPTION = (
+    "One column per step, in order (API request or job); the vertical axis is the server connection the pool "
+    "lent for that step, numbered in order of first appearance ('none': no connection was lent)."
+)
+
+
+def draw_strips(replays: dict, title: str) -> None:
+    """Replays one above the other, {what it is: run}, on shared axes, with one title and one legend."""
+    import matplotlib.pyplot as plt
+
+    top = max([1] + [u["connection"] for run in replays.values() for r in run["records"] for u in r["used"]])
+    fig, axes = plt.subplots(len(replays), 1, figsize=(9, 1.0 + 2.35 * len(replays) + 0.9), sharex=True,
+                             sharey=True, layout="constrained", squeeze=False)
+    for ax, (label, run) in zip(axes[:, 0], replays.items()):
+        draw_steps(ax, run, label, top=top)
+    fig.suptitle(title, fontsize=12)
+    legend(fig)
 
 
 def tally(run: dict) -> dict:
@@ -691,4 +711,7 @@ def draw_twin(result: dict, invocations: int) -> None:
     for i, n in enumerate(names):
         right.text(result[n]["connections"], i, f" {result[n]['connections']}", va="center", fontsize=9)
     right.set_xlim(0, max(result[n]["connections"] for n in names) * 1.15)
-    fig.suptitle("The twin: one asyncio.run per invocation against one loop for the process", fontsize=10)
+    left.set_title("time per invocation", fontsize=10)
+    right.set_title("TCP connections opened", fontsize=10)
+    fig.suptitle("The twin: a new loop per invocation opens a new connection every time; one kept loop opens one",
+                 fontsize=11)

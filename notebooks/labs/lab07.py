@@ -299,7 +299,7 @@ def draw(ax, run: dict, title: str = "") -> None:
                 begin = k
     for phase in run["phases"][1:]:
         ax.axvline(phase["from"], color="#0969da", ls="--", lw=1.2)
-        ax.text(phase["from"], len(run["labels"]) - 0.4, " redeployed with -Q", color="#0969da", fontsize=8,
+        ax.text(phase["from"], len(run["labels"]) - 0.4, " redeployed with -Q", color="#0969da", fontsize=9,
                 va="bottom")
     ax.set_yticks(range(len(run["labels"])), run["labels"])
     ax.set_ylim(-0.6, len(run["labels"]) - 0.1)
@@ -307,6 +307,10 @@ def draw(ax, run: dict, title: str = "") -> None:
     ax.set_xlim(0, times[-1])
     ax.set_xlabel("seconds after the tasks were sent")
     ax.set_title(title, fontsize=10)
+
+
+CAPTION = ("One bar per task, from the moment it was sent: amber while its state is PENDING, green once it is "
+           "SUCCESS; a dashed line is a redeploy.")
 
 
 def legend(fig) -> None:

@@ -5,7 +5,8 @@ a scenario never runs inside the grader: `python cross_loop_pool_scenarios.py
 IMPL SCENARIO` loads the package at IMPL, runs the scenario on an "API" event
 loop in the main thread (jobs go through the package's own jobs.dispatch, into
 its worker threads), and prints one JSON line after RESULT: {"ok": ...},
-{"failed": message} or {"hang": message, "stacks": lines}.
+{"failed": message} or {"hang": message, "stacks": lines}. A failure
+message starts with how the scenario drove the package (HOW).
 
 DATABASE_URL (for the package) and LOOPKATA_DATABASE_DSN (for asyncpg) name the
 scenario's own fresh database, LOOPKATA_DATABASE its name; LOOPKATA_ADMIN_DSN is
@@ -287,6 +288,17 @@ async def pool_reuse(h: Harness):
 
 SCENARIOS = {f.__name__: f for f in (after_request, in_flight, twenty_in_a_row, no_leftover_connections, pool_reuse)}
 
+# How each scenario drives the package, said before what it expected: the first clause of every failure.
+HOW = {
+    "after_request": "Two API requests on the API's event loop, then one job through jobs.dispatch()",
+    "in_flight": "Five jobs through jobs.dispatch(), one after another, while three clients kept sending API "
+                 "requests on the API's event loop",
+    "twenty_in_a_row": "One API request, then twenty jobs through jobs.dispatch(), one after another",
+    "no_leftover_connections": "Three API requests, then ten jobs through jobs.dispatch(), one after another, "
+                               "counting the server's connections in pg_stat_activity",
+    "pool_reuse": "Ten API requests, one job through jobs.dispatch(), ten more API requests, one after another",
+}
+
 
 def main() -> None:
     faulthandler.enable()  # a crash prints every thread's stack: the test reports the learner's lines
@@ -306,12 +318,12 @@ def main() -> None:
         run_bounded(scenario, what=f"the scenario '{name}'", seconds=seconds)
         out = {"ok": True}
     except Failed as exc:
-        out = {"failed": str(exc)}
+        out = {"failed": f"{HOW[name]}: {exc}"}
     except Hang as exc:
         others = threads_stuck()
         out = {"hang": str(exc), "stacks": "\n".join(s for s in (exc.stacks, others) if s)}
     except Exception as exc:  # noqa: BLE001 - the learner's, said as it is
-        out = {"failed": f"the scenario failed with {said(exc)}"}
+        out = {"failed": f"{HOW[name]}: the scenario failed with {said(exc)}"}
     print(RESULT + json.dumps(out), flush=True)
     os._exit(0)  # job threads stuck on the learner's locks must not keep the process alive
 

@@ -242,7 +242,8 @@ def prices(n: int, prefix: str = "sku") -> dict[str, str]:
 
 def invoke(kata, store, event, invocation=1, seconds=None):
     kata.STORE_ADDRESS = store.address
-    return run_bounded(kata.handler, event, what=f"invocation {invocation}", seconds=seconds)
+    return run_bounded(kata.handler, event, what=f"handler, called directly for invocation {invocation},",
+                       seconds=seconds)
 
 
 def logged(records) -> str:
@@ -266,10 +267,13 @@ def test_writes_survive_a_garbage_collection(kata):
     destroyed = asyncio_log.count("Task was destroyed but it is pending!")
     assert len(landed) == len(batch), (
         f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed "
-        f"(a garbage collection ran while they waited for the store; "
-        f'asyncio logged "Task was destroyed but it is pending!" {destroyed} times)'
+        f"(calling handler directly for one invocation, against a real store that ran one garbage collection "
+        f'while the writes waited for its reply; asyncio logged "Task was destroyed but it is pending!" '
+        f"{destroyed} times)"
     )
-    assert out == {"sku": "quoted", "price": "5.00"}, f"expected the quote {{'sku': 'quoted', 'price': '5.00'}}, got {out!r}"
+    assert out == {"sku": "quoted", "price": "5.00"}, (
+        f"expected handler, called directly, to return the quote {{'sku': 'quoted', 'price': '5.00'}}, got {out!r}"
+    )
 
 
 def test_writes_land_when_the_handler_has_nothing_to_await(kata):
@@ -281,9 +285,12 @@ def test_writes_land_when_the_handler_has_nothing_to_await(kata):
     logged = f"{len(root_log.records)} log records were written" if root_log.records else "nothing was logged"
     assert len(landed) == len(batch), (
         f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed "
-        f"(the handler returned before they finished, and {logged})"
+        f"(the handler returned before they finished, and {logged}): calling handler directly for one "
+        "invocation whose quote is one of its own new prices, so it had nothing to await"
     )
-    assert out == {"sku": "sku-0", "price": batch["sku-0"]}, f"expected the quote of sku-0, got {out!r}"
+    assert out == {"sku": "sku-0", "price": batch["sku-0"]}, (
+        f"expected handler, called directly, to return the quote of sku-0, got {out!r}"
+    )
 
 
 def test_every_warm_invocation_lands_its_writes(kata):
@@ -294,7 +301,8 @@ def test_every_warm_invocation_lands_its_writes(kata):
             invoke(kata, store, {"prices": batch, "quote": f"inv{i}-0"}, invocation=i)
             landed = store.landed(batch)
             assert len(landed) == len(batch), (
-                f"invocation {i}: expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed"
+                f"invocation {i} of 3, calling handler directly in one process (a warm container): "
+                f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed"
             )
 
 
@@ -308,8 +316,9 @@ def test_finished_writes_are_not_kept_forever(kata):
     kept = [t for t in alive_tasks() if t not in before]
     loops = {id(t.get_loop()) for t in kept}
     assert len(kept) <= 5, (
-        f"expected at most 5 finished write tasks alive after 10 warm invocations of 5 writes "
-        f"and gc.collect(), found {len(kept)}, keeping {len(loops)} finished event loops alive with them"
+        f"expected at most 5 finished write tasks alive after calling handler directly 10 times in one process "
+        f"(10 warm invocations of 5 writes) and gc.collect(), found {len(kept)}, keeping {len(loops)} finished "
+        "event loops alive with them"
     )
 
 
@@ -329,14 +338,16 @@ def test_a_failed_write_is_logged_with_its_traceback(kata):
     seen = "; ".join(f"{r.levelname} {r.getMessage()!r}" for r in logged_by_return) or "no record at all"
     assert with_traceback, (
         "expected the refused write's StoreError to be logged at ERROR with its traceback "
-        f"(exc_info) on the module's logger before the invocation returned, got {seen}"
+        f"(exc_info) on the module's logger before the invocation returned, got {seen} (calling handler "
+        "directly for one invocation of 5 writes, against a real store that refuses one of them)"
     )
     others = [s for s in batch if s != "sku-broken"]
     assert store.landed(others) == others, (
-        f"expected the {len(others)} other writes to land, {len(store.landed(others))} landed"
+        f"expected the {len(others)} other writes to land, {len(store.landed(others))} landed (calling handler "
+        "directly, against a real store that refuses one of 5 writes)"
     )
     assert out == {"sku": "sku-0", "price": batch["sku-0"]}, (
-        f"expected the invocation to return its quote although one write failed, got {out!r}"
+        f"expected handler, called directly, to return its quote although one write failed, got {out!r}"
     )
 
 
@@ -375,10 +386,13 @@ def test_a_slow_write_still_lands(kata):
     else:
         what = f"every quick write landed, but the invocation returned after {took:.1f} s without {slow_ones}"
     assert len(landed) == len(batch) or with_traceback, (
-        f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed: {what}, "
+        f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed (calling handler directly, "
+        f"against a real store that takes {slowest:g} s to answer one of them): {what}, "
         f"and no failure was logged at ERROR with its traceback ({logged(logged_by_return)})"
     )
-    assert out == {"sku": "sku-0", "price": batch["sku-0"]}, f"expected the quote of sku-0, got {out!r}"
+    assert out == {"sku": "sku-0", "price": batch["sku-0"]}, (
+        f"expected handler, called directly, to return the quote of sku-0, got {out!r}"
+    )
 
 
 class WakesOnceForABurst(selectors.DefaultSelector):
@@ -449,7 +463,8 @@ def test_the_handler_returns_when_its_writes_finish_as_the_quote_comes_back(kata
                 n = len(batch)
                 said = (
                     f"expected the invocation to return its quote once its {n} writes were done, but it did not "
-                    f"finish: it is stuck (a real price store answered the {n} writes and then the quote in one "
+                    f"finish: it is stuck (calling handler directly, against a real price store that answered the "
+                    f"{n} writes and then the quote in one "
                     "burst, and the invocation's event loop took the whole burst in one turn: when the quote came "
                     "back, every write had finished and their done callbacks had not run yet)"
                 )
@@ -460,7 +475,10 @@ def test_the_handler_returns_when_its_writes_finish_as_the_quote_comes_back(kata
                     gc.enable()
         landed = store.landed(batch)
     assert len(landed) == len(batch), (
-        f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed (the store answered the "
-        "writes and then the quote in one burst, which the invocation's event loop took in one turn)"
+        f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed (calling handler directly, "
+        "against a real store that answered the writes and then the quote in one burst, which the invocation's "
+        "event loop took in one turn)"
     )
-    assert out == {"sku": "quoted", "price": "5.00"}, f"expected the quote {{'sku': 'quoted', 'price': '5.00'}}, got {out!r}"
+    assert out == {"sku": "quoted", "price": "5.00"}, (
+        f"expected handler, called directly, to return the quote {{'sku': 'quoted', 'price': '5.00'}}, got {out!r}"
+    )

@@ -111,28 +111,40 @@ def bounded_store_call(watch, fn, *args, what):
 def test_read_modify_write_completes(kata, tmp_path):
     """a guarded read-modify-write finishes and writes the JSON file"""
     (store, watch), path = watched_store(kata, tmp_path), tmp_path / "rules.json"
-    doc = bounded_store_call(watch, store.update, path, bump, what="store.update() (one read-modify-write)")
-    assert path.exists(), f"expected {path.name} to be written by store.update(), but there is no such file"
+    doc = bounded_store_call(watch, store.update, path, bump,
+                             what="store.update(), called directly for one read-modify-write,")
+    assert path.exists(), (
+        f"expected one direct call of store.update() to write {path.name}, but there is no such file"
+    )
     on_disk = json.loads(path.read_text())
-    assert on_disk.get("count") == 1, f"expected the file to hold count 1 after one update, got {on_disk}"
-    assert doc == on_disk, f"expected update() to return the document it wrote ({on_disk}), got {doc}"
+    assert on_disk.get("count") == 1, (
+        f"expected the file to hold count 1 after one direct call of store.update(), got {on_disk}"
+    )
+    assert doc == on_disk, (
+        f"expected store.update(), called directly, to return the document it wrote ({on_disk}), got {doc}"
+    )
 
 
 def test_load_and_save_work_on_their_own(kata, tmp_path):
     """store.save() and store.load() still work outside a read-modify-write"""
     store, path = part(kata, "store"), tmp_path / "rules.json"
-    assert run_bounded(store.load, path, what="store.load() of a missing file") == {}, (
-        "expected load() of a file that does not exist yet to return {}"
+    got = run_bounded(store.load, path, what="store.load(), called directly on a file that does not exist yet,")
+    assert got == {}, (
+        f"expected store.load(), called directly on a file that does not exist yet, to return {{}}, got {got!r}"
     )
-    run_bounded(store.save, path, {"uploads": 3}, what="store.save()")
-    got = run_bounded(store.load, path, what="store.load()")
-    assert got == {"uploads": 3}, f"expected load() to return what save() wrote, {{'uploads': 3}}, got {got}"
+    run_bounded(store.save, path, {"uploads": 3}, what="store.save(), called directly,")
+    got = run_bounded(store.load, path, what="store.load(), called directly after store.save(),")
+    assert got == {"uploads": 3}, (
+        f"expected store.load(), called directly after store.save(), to return what save() wrote, "
+        f"{{'uploads': 3}}, got {got}"
+    )
 
 
 def test_two_threads_lose_no_update(kata, tmp_path):
     """two threads updating at once lose no update"""
     (store, watch), path = watched_store(kata, tmp_path), tmp_path / "rules.json"
-    bounded_store_call(watch, store.update, path, bump, what="the first store.update()")
+    bounded_store_call(watch, store.update, path, bump,
+                       what="store.update(), called directly once before two threads call it at the same time,")
     barrier = threading.Barrier(2)
     errors = []
 
@@ -152,14 +164,15 @@ def test_two_threads_lose_no_update(kata, tmp_path):
         t.join(max(deadline - time.monotonic(), 0))
     stuck = [t for t in threads if t.is_alive()]
     if stuck:
-        raise Hang("two threads each running store.update()", hang_after(), stuck_lines(stuck))
+        raise Hang(f"two threads each calling store.update() directly, {UPDATES} times,", hang_after(),
+                   stuck_lines(stuck))
     if errors:
         raise errors[0]
     expected = 1 + 2 * UPDATES
     count = json.loads(path.read_text()).get("count")
     assert count == expected, (
-        f"expected count {expected} (1 + 2 threads x {UPDATES} updates), got {count}: "
-        f"{expected - (count or 0)} updates were lost"
+        f"expected count {expected} after calling store.update() directly once, then from 2 threads at the "
+        f"same time, {UPDATES} times each, got {count}: {expected - (count or 0)} updates were lost"
     )
 
 
@@ -191,7 +204,8 @@ WORKER = textwrap.dedent(
     while not Path(f"{path}.go").exists() and time.monotonic() < deadline:
         time.sleep(0.002)
     try:
-        run_bounded(work, what=f"worker process {me} running store.update()", seconds=float(sys.argv[5]))
+        run_bounded(work, what=f"worker process {me}, calling store.update() directly {updates} times,",
+                    seconds=float(sys.argv[5]))
         out = {"ok": True}
     except Hang as exc:
         out = {"hang": str(exc), "stacks": exc.stacks}
@@ -206,7 +220,8 @@ WORKER = textwrap.dedent(
 def test_two_processes_lose_no_update(kata, tmp_path):
     """two worker processes updating the same file lose no update"""
     (store, watch), path = watched_store(kata, tmp_path), tmp_path / "rules.json"
-    bounded_store_call(watch, store.update, path, bump, what="the first store.update()")
+    bounded_store_call(watch, store.update, path, bump,
+                       what="store.update(), called directly once before two worker processes call it,")
     impl = Path(kata.__file__).parent
     seconds = hang_after() + 0.1 * UPDATES
     workers = [
@@ -237,14 +252,17 @@ def test_two_processes_lose_no_update(kata, tmp_path):
         results.append(json.loads(lines[-1]))
     for r in results:
         if "hang" in r:
-            raise Hang(r["hang"].split(" did not finish")[0], seconds, r["stacks"])
+            raise Hang(r["hang"].split(" did not finish")[0], seconds, r["stacks"])  # "worker process N, calling ..."
     for i, r in enumerate(results, start=1):
-        assert "error" not in r, f"expected worker process {i} to finish its updates, it failed with {r['error']}"
+        assert "error" not in r, (
+            f"expected worker process {i} to finish its {UPDATES} direct calls of store.update(), "
+            f"it failed with {r['error']}"
+        )
     expected = 1 + 2 * UPDATES
     count = json.loads(path.read_text()).get("count")
     assert count == expected, (
-        f"expected count {expected} (1 + 2 processes x {UPDATES} updates), got {count}: "
-        f"{expected - (count or 0)} updates were lost"
+        f"expected count {expected} after calling store.update() directly once, then from 2 worker processes "
+        f"at the same time, {UPDATES} times each, got {count}: {expected - (count or 0)} updates were lost"
     )
 
 
@@ -448,7 +466,8 @@ class Watch:
         also = f" Also on the event loop thread: {', '.join(others)}." if others else ""
         return (
             f"expected {first.what} to run off the event loop (on a worker thread: FastAPI's threadpool or "
-            f"asyncio.to_thread), but it ran on the event loop thread, at {where_in(first.frames)}. "
+            f"asyncio.to_thread) during one POST /rules sent to the served app, but it ran on the event loop "
+            f"thread, at {where_in(first.frames)}. "
             f"{first.why[0].upper()}{first.why[1:]}.{also}"
         )
 
@@ -539,6 +558,9 @@ def wait_for(client: threading.Thread, watch: Watch, seconds: float, until=None)
         client.join(0.02)  # the same state a moment later: not a request caught mid-step
 
 
+UPLOAD = "POST /rules, sent to the served app (uvicorn on 127.0.0.1),"
+
+
 def upload_hang(what: str, base: str, watch: Watch, before: set, loop_thread: threading.Thread) -> Hang:
     """The Hang of an upload that did not finish, with /health meanwhile and the stuck lines."""
     if loop_thread.ident in watch.deadlocked:  # no need to wait for a probe to time out
@@ -561,19 +583,19 @@ def test_upload_is_saved(kata, tmp_path):
         client, answer = start_upload(base, hang_after())
         wait_for(client, watch, hang_after() + 0.5)
         if client.is_alive() or "timed out" in answer:
-            raise upload_hang("POST /rules", base, watch, before, loop_thread)
+            raise upload_hang(UPLOAD, base, watch, before, loop_thread)
         if "error" in answer:
             raise answer["error"]
         r = answer["response"]
-        assert r.status_code == 200, f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
-        assert r.json().get("rules") == 3, f"expected the answer to count 3 rules, got {r.json()}"
-        assert path.exists(), f"expected the upload to write {path.name}, but there is no such file"
+        assert r.status_code == 200, f"expected {UPLOAD} to answer 200, got {r.status_code}: {r.text}"
+        assert r.json().get("rules") == 3, f"expected {UPLOAD} to count 3 rules in its answer, got {r.json()}"
+        assert path.exists(), f"expected {UPLOAD} to write {path.name}, but there is no such file"
         doc = json.loads(path.read_text())
         assert doc.get("uploads") == 1 and "q3.csv" in doc.get("rule_sets", {}), (
-            f"expected the document to record 1 upload of q3.csv, got {doc}"
+            f"expected the document to record 1 upload of q3.csv after one POST /rules to the served app, got {doc}"
         )
         h = httpx.get(f"{base}/health", timeout=hang_after(), verify=NO_TLS)
-        assert h.status_code == 200, f"expected GET /health to answer 200, got {h.status_code}"
+        assert h.status_code == 200, f"expected GET /health, sent to the served app, to answer 200, got {h.status_code}"
 
 
 # --- nothing that blocks runs on the event loop --------------------------------
@@ -640,18 +662,18 @@ def test_blocking_work_runs_off_the_event_loop(kata, tmp_path):
             client.join(0.05)  # what else the request does on the loop, it does at once
             raise AssertionError(watch.first_on_loop())
         if client.is_alive() or "timed out" in answer:
-            raise upload_hang("POST /rules", base, watch, before, loop_thread)
+            raise upload_hang(UPLOAD, base, watch, before, loop_thread)
         if "error" in answer:
             raise answer["error"]
         r = answer["response"]
         assert any(c.what == "parse_rules" for c in watch.calls), (
-            "expected the upload to call app.parse_rules (the tests spy on it), "
+            f"expected {UPLOAD} to call app.parse_rules (the tests spy on it), "
             f"but it answered {r.status_code} without calling it: {r.text}"
         )
-        assert r.status_code == 200, f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
+        assert r.status_code == 200, f"expected {UPLOAD} to answer 200, got {r.status_code}: {r.text}"
         files = [c.what for c in watch.calls if c.kind == "file"]
         assert any(w.startswith(("writing", "os.replace")) for w in files), (
-            f"expected to see the upload write {tmp_path.name}/rules.json (a file opened for writing, or "
+            f"expected to see {UPLOAD} write {tmp_path.name}/rules.json (a file opened for writing, or "
             f"os.replace), but the only file calls seen were: {files or 'none'}"
         )
 
@@ -723,19 +745,19 @@ def test_health_answers_while_another_process_holds_the_file_lock(kata, tmp_path
                 if waiting is None:
                     client.join(0.2)  # no /proc/locks here: give the upload time to reach the lock
                 if watch.deadlocks:
-                    raise upload_hang("POST /rules", base, watch, before, loop_thread)
+                    raise upload_hang(UPLOAD, base, watch, before, loop_thread)
                 if not client.is_alive():
                     if "error" in answer:
                         raise answer["error"]
                     r = answer.get("response")
                     status = f"answered {r.status_code}" if r is not None else "timed out"
                     assert r is None or r.status_code == 200, (
-                        f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
+                        f"expected {UPLOAD} to answer 200, got {r.status_code}: {r.text}"
                     )
                     raise AssertionError(
                         f"expected POST /rules to wait while another process holds the flock on {lock_path.name} "
-                        f"(the lock that keeps the worker processes apart), but it {status} while that lock was "
-                        "still held"
+                        "(a second process of the test took it, then the upload was sent to the served app), "
+                        f"but it {status} while that lock was still held"
                     )
                 with httpx.Client(timeout=PROBE_SECONDS, verify=NO_TLS) as probe:
                     for _ in range(PROBES):
@@ -747,24 +769,28 @@ def test_health_answers_while_another_process_holds_the_file_lock(kata, tmp_path
                             state = "waiting for the file lock" if "flock(" in line or "lockf(" in line else "blocked"
                             raise AssertionError(
                                 f"expected GET /health to answer within {PROBE_SECONDS:g} s while the upload waits "
-                                f"for the file lock another process holds, but it got no answer: the event loop "
+                                f"for the file lock another process holds (both sent to the served app, the lock "
+                                f"taken by a second process of the test), but it got no answer: the event loop "
                                 f"thread is {state} at {at}"
                             ) from None
-                        assert h.status_code == 200, f"expected GET /health to answer 200, got {h.status_code}"
+                        assert h.status_code == 200, (
+                            f"expected GET /health, sent to the served app, to answer 200, got {h.status_code}"
+                        )
             finally:
                 holder.stdin.close()  # let go of the lock
             wait_for(client, watch, hang_after())
             if client.is_alive() or "timed out" in answer:
                 raise upload_hang(
-                    "POST /rules (after the other process let go of the file lock)", base, watch, before, loop_thread
+                    f"{UPLOAD[:-1]} after the other process let go of the file lock,", base, watch, before,
+                    loop_thread,
                 )
             if "error" in answer:
                 raise answer["error"]
             r = answer["response"]
-            assert r.status_code == 200, f"expected POST /rules to answer 200, got {r.status_code}: {r.text}"
+            assert r.status_code == 200, f"expected {UPLOAD} to answer 200, got {r.status_code}: {r.text}"
             doc = json.loads(path.read_text()) if path.exists() else None
             assert doc and doc.get("uploads") == 1, (
-                f"expected the upload to be saved once the other process let go of the lock, got {doc}"
+                f"expected {UPLOAD} to be saved once the other process let go of the lock, got {doc}"
             )
     finally:
         if holder.poll() is None:

@@ -121,24 +121,29 @@ def run_scenario(kata, database, scenario: str, what: str) -> None:
 
 def test_a_job_after_an_api_request_succeeds(kata, database):
     """a job that runs after an API request succeeds; dispatch returns at once, and the API answers during and after it"""
-    run_scenario(kata, database, "after_request", "a job ran after two API requests")
+    run_scenario(kata, database, "after_request",
+                 "one job ran through jobs.dispatch() after two API requests")
 
 
 def test_jobs_while_requests_are_in_flight_succeed(kata, database):
     """jobs that run while API requests are in flight succeed, five times in a row"""
-    run_scenario(kata, database, "in_flight", "jobs ran in a thread while API requests were in flight")
+    run_scenario(kata, database, "in_flight",
+                 "jobs ran in a thread while API requests were in flight (five jobs through jobs.dispatch())")
 
 
 def test_twenty_jobs_in_a_row_succeed(kata, database):
     """twenty jobs in a row succeed"""
-    run_scenario(kata, database, "twenty_in_a_row", "twenty jobs ran one after another")
+    run_scenario(kata, database, "twenty_in_a_row",
+                 "twenty jobs ran one after another through jobs.dispatch()")
 
 
 def test_jobs_leave_no_connection_open(kata, database):
     """after the jobs, the server has no more connections than before them"""
-    run_scenario(kata, database, "no_leftover_connections", "ten jobs ran after three API requests")
+    run_scenario(kata, database, "no_leftover_connections",
+                 "ten jobs ran through jobs.dispatch() after three API requests")
 
 
 def test_the_api_keeps_reusing_its_pooled_connections(kata, database):
     """the API keeps reusing its pooled connections, before and after a job"""
-    run_scenario(kata, database, "pool_reuse", "twenty API requests and a job ran")
+    run_scenario(kata, database, "pool_reuse",
+                 "twenty API requests and a job (through jobs.dispatch()) ran")

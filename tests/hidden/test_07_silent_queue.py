@@ -110,14 +110,16 @@ def run_deploy(kata, tmp_path, broker, deploy: str) -> list[str]:
         waiting = ", ".join(f"queue '{q}': {n} message{'s' if n > 1 else ''}" for q, n in sorted(queues.items()))
         shown = "; ".join(f"`{c if isinstance(c, str) else ' '.join(c)}`" for c in commands)
         problems.append(
-            f"expected every kind of task to complete within {DONE_WITHIN:g} s under {deploy}'s worker(s) ({shown}), "
+            f"expected every kind of task to complete within {DONE_WITHIN:g} s under {deploy}'s worker(s) ({shown}, "
+            "started as real Celery workers, one task of each kind sent to them by name), "
             f"but {' and '.join(pending)} {'is' if len(pending) == 1 else 'are'} still PENDING, with nothing logged"
             + (f"; {'its message sits' if len(pending) == 1 else 'their messages sit'} in the broker ({waiting})"
                if waiting else "")
             + (f", and the workers consume only {', '.join(sorted(consumed))}" if consumed else "")
         )
     for name in failed:
-        problems.append(f"expected {name} to succeed under {deploy}'s worker(s), but it failed: "
+        problems.append(f"expected {name}, sent by name to {deploy}'s worker(s) started as real Celery workers, "
+                        "to succeed, but it failed: "
                         f"{app.AsyncResult(sent[name]).result!r}")
     return problems
 
@@ -147,7 +149,9 @@ def test_a_slow_question_does_not_hold_up_a_schema_sync(kata, tmp_path, broker):
         state = wait_for(app, {"schema.sync_source": sync}, 1.2)["schema.sync_source"]
     assert state == "SUCCESS", (
         "expected schema.sync_source to finish within 1.2 s while two slow questions (2 s each) were answered, "
-        f"as the schema worker (-Q schema) runs nothing else, but it was still {state}: the app routes it to "
+        "as the schema worker (-Q schema) runs nothing else (two real Celery workers, started with -Q schema and "
+        f"-Q insight,celery; the sync sent by name after the two questions), but it was still {state}: the app "
+        "routes it to "
         f"queue '{queue}', not to 'schema', so it was queued behind the questions"
     )
 
@@ -168,7 +172,8 @@ def guard(kata, tmp_path, name: str, text: str, default_queue: str | None = None
 
 def expect(found: set, wanted: set, case: str) -> None:
     assert found == wanted, (
-        f"expected the guard to name {sorted(wanted) or 'no queue'} for {case}, got {sorted(found) or 'no queue'}"
+        f"expected the guard to name {sorted(wanted) or 'no queue'} for {case}, got {sorted(found) or 'no queue'} "
+        "(calling guard.unconsumed_queues(app, path) directly on a deploy file the test wrote)"
     )
 
 
@@ -198,7 +203,10 @@ def test_the_guard_reads_every_spelling_of_the_queue_option(kata, tmp_path):
         found = guard(kata, tmp_path, "Procfile", PROCFILE_WEB + command)
         if found != wanted:
             wrong.append(f"`{option}`: expected {sorted(wanted) or 'no queue'}, got {sorted(found) or 'no queue'}")
-    assert not wrong, "expected the guard to read every spelling of the queue option; for a worker started with " + "; ".join(wrong)
+    assert not wrong, (
+        "expected the guard to read every spelling of the queue option (calling guard.unconsumed_queues(app, path) "
+        "directly on a Procfile the test wrote, one per spelling); for a worker started with " + "; ".join(wrong)
+    )
 
 
 def test_the_guard_counts_every_worker_service(kata, tmp_path):
@@ -243,4 +251,7 @@ def test_the_guard_passes_your_own_deploy_files(kata):
     check = importlib.import_module(f"{kata.__name__}.guard").unconsumed_queues
     for deploy in ("Procfile", "docker-compose.yml"):
         found = set(check(app, folder / deploy))
-        assert not found, f"expected your {deploy} to leave no queue without a consumer, but your guard names {sorted(found)}"
+        assert not found, (
+            f"expected your {deploy} to leave no queue without a consumer, but your guard, called directly on it "
+            f"(guard.unconsumed_queues(app, path)), names {sorted(found)}"
+        )
