@@ -9,7 +9,9 @@ imports this module in the child process, so the child has:
   ephemeral port, on a thread with its own event loop (the code under test
   runs one `asyncio.run` per invocation on the main thread, like a Lambda);
 - `open_fds()` and `settle()`: the count of the process's open file
-  descriptors, read once it has stopped moving;
+  descriptors, read once it has stopped moving; `tool_sockets(url)`: how
+  many of them are sockets to or from the tool server at `url` (both ends
+  of each connection, since the server runs in the same process);
 - `UnclosedLog`: counts aiohttp's "Unclosed client session" lines;
 - `warm_container(...)`: the warm invocations of the notebook's figure, on a
   module loaded from a file by `load_module(path)`.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib.util
+import itertools
 import json
 import logging
 import os
@@ -37,7 +40,8 @@ NOTEBOOKS = Path(__file__).resolve().parents[1]
 PRELUDE = (
     f"import sys; sys.path.insert(0, {str(NOTEBOOKS)!r})\n"
     "import asyncio, gc, json, traceback, weakref\n"
-    "from labs.lab02 import CATEGORIES, UnclosedLog, load_module, open_fds, settle, start_tool_server, warm_container\n"
+    "from labs.lab02 import (CATEGORIES, UnclosedLog, load_module, open_fds, settle, start_tool_server,\n"
+    "                        tool_sockets, warm_container)\n"
     "UnclosedLog.install()\n"
 )
 
@@ -89,6 +93,31 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"))
 
 
+def tool_sockets(url: str) -> int | None:
+    """Open sockets of this process connected to or from the tool server at `url` (both ends of
+    each connection); None where the kernel's table of connections cannot be read (not Linux)."""
+    port = int(url.rsplit(":", 1)[1])
+    inodes = set()
+    try:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as f:
+                for line in f.read().splitlines()[1:]:
+                    fields = line.split()
+                    local, remote = (int(fields[i].rsplit(":", 1)[1], 16) for i in (1, 2))
+                    if port in (local, remote) and fields[3] != "0A":  # "0A": the listening socket
+                        inodes.add(fields[9])
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    count = 0
+    for fd in fds:
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}")[len("socket:["):-1] in inodes
+        except OSError:
+            continue  # closed meanwhile
+    return count
+
+
 def settle(quiet=0.15, at_most=3.0) -> None:
     """Wait until the count of open fds has stopped moving: the server thread
     closes its side of a finished connection a moment after the client does."""
@@ -129,7 +158,8 @@ def load_module(path):
 
 def warm_container(module: dict, invocations: int, items: int, force_id: bool, pause_gc: bool) -> None:
     """Runs in the child: call module["handler"] once per warm invocation, and print as JSON
-    the open fds (+ since the start) and the error of each, and the "Unclosed client session" count.
+    the open fds (+ since the start), how many of them are sockets to or from the tool server
+    (None where that cannot be read), and the error of each, and the "Unclosed client session" count.
 
     force_id makes the module's id() return one constant, as the incident's
     regression test did; pause_gc stops the garbage collector, as between two
@@ -149,7 +179,7 @@ def warm_container(module: dict, invocations: int, items: int, force_id: bool, p
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         settle()
-        rows.append({"invocation": i, "fds": open_fds() - start, "error": error})
+        rows.append({"invocation": i, "fds": open_fds() - start, "sockets": tool_sockets(url), "error": error})
     stop()
     print(json.dumps({"rows": rows, "unclosed_logged": UnclosedLog.count}))
 
@@ -157,7 +187,7 @@ def warm_container(module: dict, invocations: int, items: int, force_id: bool, p
 def simulate(path, invocations=10, items=3, force_id=False, pause_gc=False) -> dict:
     """Run warm invocations of the module in the file `path`, in a fresh process.
 
-    Returns {"rows": [{"invocation", "fds", "error"}, ...], "unclosed_logged": n}.
+    Returns {"rows": [{"invocation", "fds", "sockets", "error"}, ...], "unclosed_logged": n}.
     """
     from loopkata import run_isolated
 
@@ -183,3 +213,30 @@ def draw(ax, result: dict, label: str, colour: str) -> None:
                 label="_nolegend_" if named else "failed invocation")
     ax.set_xlabel("warm invocation")
     ax.set_ylabel("open file descriptors (+ since the start)")
+
+
+def split_counts(result: dict) -> tuple[list[int], list[int]] | None:
+    """Per invocation, the sockets to or from the tool server and the other open descriptors
+    (+ since the start); None where the sockets could not be counted."""
+    rows = result["rows"]
+    if any(r.get("sockets") is None for r in rows):
+        return None
+    sockets = [r["sockets"] for r in rows]
+    return sockets, [r["fds"] - s for r, s in zip(rows, sockets)]
+
+
+def drops(counts: list[int]) -> int:
+    """How many times a count went down from one invocation to the next."""
+    return sum(later < earlier for earlier, later in itertools.pairwise(counts))
+
+
+def draw_parts(ax, result: dict) -> None:
+    """All open fds after each invocation, and the two parts they are made of: the sockets to
+    the tool server, and the rest (each session's DNS resolver)."""
+    draw(ax, result, "all open file descriptors", "black")
+    split = split_counts(result)
+    if split is None:
+        return
+    xs = [r["invocation"] for r in result["rows"]]
+    ax.plot(xs, split[0], marker=".", color="tab:blue", label="sockets to the tool server (both ends)")
+    ax.plot(xs, split[1], marker=".", color="tab:orange", label="the other descriptors (DNS resolvers)")

@@ -9,20 +9,22 @@ Every step counts its own executions: a step must run exactly once per
 invocation, so a fix that retries after "bound to a different event loop"
 (and runs the steps that already ran a second time) is caught.
 
-Two tests also run `kata.run_workflow(...)` on event loops that `handler` did
-not start: several loops one after another on one thread, as a test runner
-makes them, and the loop of a worker thread. The limiter must serve whatever
-loop is running, not only a loop that `handler` has prepared the module for.
+Three tests also run `kata.run_workflow(...)` on event loops that `handler`
+did not start: several loops one after another on one thread, as a test
+runner makes them, the loop of a worker thread, and the loops of two worker
+threads at the same time. The limiter must serve whatever loop is running,
+not only a loop that `handler` has prepared the module for.
 
 Every failure message starts with how the test drove the code ("handler call
 2 of 3 in one process", "calling run_workflow directly with asyncio.run ...");
 the learner's own exception is shown whole, with its type, inside it.
 """
 import asyncio
+import threading
 import weakref
 from collections import Counter
 
-from loopkata.testing import Hang, loops_alive, run_bounded
+from loopkata.testing import Hang, hang_after, loops_alive, run_bounded
 
 LIMIT = 3
 RECEIPT = ["ocr", "vision"]  # the incident's layer: fewer steps than slots
@@ -219,3 +221,67 @@ def test_a_worker_threads_loop_runs_the_workflow_between_invocations(kata):
         what = f"calling asyncio.run(run_workflow(...)) directly on worker thread {n} of 2, after handler call {n}"
         run_bounded(run_workflow_here, kata, tool, [RECEIPT, PAGES], what, what=what)
         invoke_workflow(kata, tool, [RECEIPT, PAGES], handler_call(n + 1, 3, f", after worker thread {n}"))
+
+
+def at_the_same_time(first, second):
+    """Run two scenarios (fn, args, what) at once, each on its own thread under the hang guard;
+    raise the first one's failure, or else the second's. Both have ended when this returns."""
+    box = {}
+
+    def run_second():
+        fn, args, what = second
+        try:
+            run_bounded(fn, *args, what=what)
+        except BaseException as exc:  # noqa: BLE001 - handed back below
+            box["error"] = exc
+
+    other = threading.Thread(target=run_second, name="second scenario", daemon=True)
+    other.start()
+    try:
+        fn, args, what = first
+        run_bounded(fn, *args, what=what)
+    finally:
+        other.join(hang_after() + 2)
+    if "error" in box:
+        raise box["error"]
+
+
+def test_two_threads_loops_run_the_workflow_at_the_same_time(kata):
+    """two worker threads, each with its own event loop, run the workflow at the same time"""
+    started = [threading.Event(), threading.Event()]
+    plan = [RECEIPT, PAGES, ["merge"]]
+
+    class MeetingTool(Tool):
+        """The first layer's steps wait (awaiting, 0.2 s at most) until the other thread's steps
+        have started too, so that both loops use the limiter at once."""
+
+        def __init__(self, me):
+            super().__init__()
+            self.me = me
+
+        def step(self, name):
+            call = super().step(name)
+
+            async def meet_then_call():
+                started[self.me].set()
+                for _ in range(200):
+                    if started[1 - self.me].is_set():
+                        break
+                    await asyncio.sleep(0.001)
+                return await call()
+
+            return meet_then_call if name in RECEIPT else call
+
+    how = "calling asyncio.run(run_workflow(...)) directly on two worker threads at the same time"
+
+    def worker(n):
+        tool = MeetingTool(n - 1)
+        for run in (1, 2):
+            run_workflow_here(kata, tool, plan, f"{how}, thread {n}, run {run} of 2")
+
+    # Each thread alone first, one after the other: a limiter that cannot serve two loops even
+    # in turn fails here, the same way on every run, before any timing between threads matters.
+    for n in (1, 2):
+        what = f"calling asyncio.run(run_workflow(...)) directly on worker thread {n} of 2 alone, before both at once"
+        run_bounded(run_workflow_here, kata, Tool(), plan, what, what=what)
+    at_the_same_time((worker, (1,), f"{how}, thread 1"), (worker, (2,), f"{how}, thread 2"))

@@ -87,7 +87,8 @@ def test_concurrent_misses_call_the_model_once(kata):
     calls = dict(model.calls)
     assert calls == {"alpha": 1, "beta": 1, "gamma": 1}, (
         f"{what}: expected each text to be sent to the model once, got {calls}: "
-        "the lock let requests for the same text past the cache check together"
+        "requests for the same text went past the cache check together, none waiting for the first "
+        "to fill the cache"
     )
 
 
