@@ -274,3 +274,27 @@ def test_the_flock_fixture_really_blocks(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_tasks_that_never_started_are_counted_by_name_not_shown_at_their_def_line(tmp_path):
+    """a loop blocked before its new tasks ran: the report counts them by name instead of pointing at `async def`"""
+    kata, result, took = graded(tmp_path, '''
+        import asyncio
+        import time
+
+        async def embedding(text):
+            await asyncio.sleep(0)
+
+        async def main():
+            tasks = [asyncio.create_task(embedding(t)) for t in "abc"]
+            time.sleep(30)  # the loop's thread is blocked before any task got a turn
+            await asyncio.gather(*tasks)
+
+        def scenario():
+            return asyncio.run(main())
+    ''', hang_after=1.0, budget=15)
+    shown = render_text(result, kata)
+    assert result.verdict == runner.HANG, shown
+    assert "3 tasks have not started yet (embedding x3)" in shown, \
+        f"expected the three tasks counted by name as not started, got:\n{shown}"
+    assert "async def embedding" not in shown, f"expected no pointer at the def line, got:\n{shown}"

@@ -9,6 +9,7 @@ cancelled, and raise Hang.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import ctypes
 import gc
 import linecache
@@ -456,7 +457,12 @@ def where_stuck(thread: threading.Thread, busy: bool | None = None, spin: list |
     ]
     groups: dict[tuple[str, ...], int] = {}
     others = 0
+    not_started: dict[str, int] = {}  # by coroutine name: their only frame is the `def` line, which says nothing
     for task in waiting:
+        coro = task.get_coro()
+        if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+            not_started[coro.__qualname__] = not_started.get(coro.__qualname__, 0) + 1
+            continue
         chain = tuple(describe_frames(_task_frames(task), fallback=False))
         if not chain:
             others += 1  # a task with no line of the learner's (asyncio.sleep, say)
@@ -475,6 +481,11 @@ def where_stuck(thread: threading.Thread, busy: bool | None = None, spin: list |
         else:
             lines.append(f"{count} task{'s are' if count > 1 else ' is'} waiting at")
         lines += [f"    {f}" for f in chain]
+    if not_started:
+        count = sum(not_started.values())
+        names = ", ".join(f"{name} x{n}" if n > 1 else name for name, n in sorted(not_started.items()))
+        lines.append(f"{count} task{'s have' if count > 1 else ' has'} not started yet ({names}): "
+                     "the loop never got to run them")
     if others:
         lines.append(f"(and {others} more task{'s' if others > 1 else ''} with no line of your code)")
     if frame is not None and not loops:
