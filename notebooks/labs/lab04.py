@@ -7,7 +7,11 @@ and returns what the store saw. A fresh process each time, because module
 globals are the bug, and because a reproduction must never hang the kernel.
 
 `draw(run, ax, title)` plots one invocation's timeline as the store saw it;
-`timelines([(run, label), ...], title)` draws several side by side (CAPTION says how to read them).
+`timelines([(run, label), ...], title)` draws several side by side (CAPTION says how to read them);
+`closed_after_collection(run)` says when the store saw the destroyed writes' connections close.
+
+REFERENCE is the kata's reference fix, for the notebook to *run* side by side with
+the starter: what it shows is what the store saw, never the code.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from loopkata import run_isolated
 
 ROOT = Path(__file__).resolve().parents[2]  # the project: notebooks/labs/ -> notebooks/ -> .
 STORE = ROOT / "tests" / "hidden" / "test_04_collected_tasks.py"  # where the kata's PriceStore lives
+REFERENCE = ROOT / "solutions" / "04_collected_tasks.py"  # run, never shown
 
 # Runs in the child process. Every path it is given is absolute: the notebook
 # reproduces the starter from a private copy (pristine_starter), not from katas/.
@@ -98,8 +103,9 @@ LEGEND = [
     Line2D([], [], color="#c8c8c8", lw=1, label="connection open"),
     Line2D([], [], marker="o", ls="", color="#1a7f37", ms=4, label="SET arrived: the write landed"),
     Line2D([], [], marker="D", ls="", color="#0969da", ms=5, label="GET: the quote"),
-    Line2D([], [], marker="x", ls="", color="#cf222e", ms=5, label="closed without a command: the write vanished"),
-    Line2D([], [], ls="--", color="#9a6700", label="gc.collect()"),
+    Line2D([], [], marker="x", ls="", color="#cf222e", ms=5,
+           label="the store sees it close, no command: the write vanished"),
+    Line2D([], [], ls="--", color="#9a6700", label="gc.collect(): the waiting writes die here"),
 ]
 
 
@@ -132,8 +138,29 @@ def draw(run: dict, ax, title: str) -> None:
 
 CAPTION = (
     "One row per connection the store saw (one per write, and one for the quote's GET), drawn from connect to "
-    "close; time in ms from the invocation's first connection."
+    "close, in ms from the invocation's first connection; a red cross is when the store saw a write's connection "
+    "close with no command, a little after the write itself died."
 )
+
+
+def vanished(run: dict) -> list[float]:
+    """When the store saw each connection close without a command (ms after the collection), earliest first."""
+    rows: dict = {}
+    for number, what, t in run["events"]:
+        rows.setdefault(number, {})[what] = t
+    if run["collected_at"] is None:
+        return []
+    return sorted((seen["closed"] - run["collected_at"]) * 1000 for seen in rows.values()
+                  if "closed" in seen and not {"SET", "GET"} & set(seen))
+
+
+def closed_after_collection(run: dict) -> str:
+    """One line: how long after the collection the store saw the destroyed writes' connections close."""
+    gaps = vanished(run)
+    if not gaps:
+        return "no connection closed without a command"
+    return (f"the store saw the {len(gaps)} destroyed writes' connections close between {gaps[0]:.1f} ms and "
+            f"{gaps[-1]:.1f} ms after the collection")
 
 
 def timelines(panels: list, title: str) -> None:
@@ -148,110 +175,3 @@ def timelines(panels: list, title: str) -> None:
     fig.suptitle(title, fontsize=12)
     fig.legend(handles=LEGEND, loc="lower center", ncol=3, frameon=False, fontsize=9)
     fig.tight_layout(rect=(0, 0.15, 1, 1))
-
-
-# --- the drain that never ends (Python 3.12 and later) -------------------------
-
-# One write has finished and its done callback (the set's discard) is queued, not run:
-# the moment the kata's burst test makes certain. Then the drain every version accepts,
-# written with gather (DRAIN="gather") or with asyncio.wait (DRAIN="wait").
-_TRAP = """
-import asyncio, sys, threading, time
-
-rounds = 0
-
-async def main():
-    global rounds
-    writes = set()
-
-    async def write():
-        return "+OK"
-
-    task = asyncio.create_task(write())
-    writes.add(task)
-    task.add_done_callback(writes.discard)
-    await asyncio.sleep(0)   # one turn: the write runs and finishes; its discard is queued for the next turn
-
-    while pending := list(writes):
-        rounds += 1
-        {drain}
-
-def report():   # from another thread: the loop's own thread never stops to print
-    time.sleep(1.0)
-    print(f"still draining after 1 s: {{rounds}} rounds, the finished write still in the set", flush=True)
-
-threading.Thread(target=report, daemon=True).start()
-asyncio.run(main())
-print(f"drained after {{rounds}} round{{'s' if rounds > 1 else ''}}: the set is empty", flush=True)
-"""
-_DRAINS = {
-    "gather": "await asyncio.gather(*pending, return_exceptions=True)",
-    "wait": "await asyncio.wait(pending)",
-}
-
-
-def drain_trap(drain: str, timeout: float = 3.0) -> dict:
-    """Run the drain (`gather` or `wait`) in its own process, killed after `timeout` seconds.
-
-    Returns whether it hung and what it printed (the last line says how many rounds it took)."""
-    out = run_isolated(_TRAP.format(drain=_DRAINS[drain]), timeout=timeout)
-    lines = out.stdout.strip().splitlines()
-    return {"hung": out.hung, "said": lines[-1] if lines else "(nothing)", "stacks": out.stacks}
-
-
-# Five rounds of gather on a write that has finished, its discard queued: does the set empty?
-_PROBE = """
-import asyncio, sys
-
-async def main():
-    writes = set()
-    async def write():
-        return "+OK"
-    task = asyncio.create_task(write())
-    writes.add(task)
-    task.add_done_callback(writes.discard)
-    await asyncio.sleep(0)
-    for rounds in range(1, 6):
-        await asyncio.gather(*writes, return_exceptions=True)
-        if not writes:
-            return rounds
-    return None
-
-print(sys.version.split()[0], asyncio.run(main()))
-"""
-
-
-def gather_rounds(python: str) -> tuple[str, int | None] | None:
-    """(version, rounds of gather until the set is empty, None if not within 5) with that
-    interpreter, or None if it does not run here. The probe cannot hang: 5 rounds at most."""
-    import subprocess
-
-    try:
-        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0 or not out.stdout.split():
-        return None
-    version, rounds = out.stdout.split()
-    return version, None if rounds == "None" else int(rounds)
-
-
-def pythons() -> list[str]:
-    """This kernel's Python, then any other 3.11, 3.12 or 3.13 found on PATH or in the project's venvs."""
-    import shutil
-    import sys
-
-    found = [sys.executable]
-    found += [p for v in ("3.11", "3.12", "3.13") if (p := shutil.which(f"python{v}"))]
-    found += [str(p) for p in sorted(ROOT.glob(".venv*/bin/python"))]
-    return found
-
-
-def gather_by_version() -> dict[str, int | None]:
-    """version -> rounds of gather until the set empties (None: not within 5), for every Python found."""
-    seen: dict[str, int | None] = {}
-    for python in pythons():
-        result = gather_rounds(python)
-        if result is not None:
-            seen.setdefault(*result)
-    return seen

@@ -1,7 +1,8 @@
 """The harness of notebook 05 (The deadlock the async-to-def fix hides): the service, served for real.
 
 `serve(lock, endpoint, rows, watch)` runs the rules service in a fresh Python
-process: uvicorn on 127.0.0.1 (an ephemeral port), one upload of `rows` rules,
+process: uvicorn on 127.0.0.1 (an ephemeral port), one upload of `rows` rules
+(or, with `parse_seconds`, as many rules as this machine parses in that time),
 and from the moment the endpoint starts parsing, a probe of /health every
 PROBE_EVERY seconds, like a liveness probe. It returns what happened as a
 dict. A fresh process each time, with a hard deadline (`run_isolated`): a
@@ -73,16 +74,28 @@ def update(path, change):
 
 # --- app.py -----------------------------------------------------------------
 entered = threading.Event()                    # set when the endpoint starts parsing
+parse_timing = {}                              # when the endpoint's parse started and ended
 
-def parse_rules(raw):                          # CPU work, in proportion to the file
+def parse_rules(raw):                          # CPU work, in proportion to the file (as in the kata's app.py)
+    parse_timing["start"] = time.perf_counter()
     entered.set()
+    rules = []
+    for number, row in enumerate(csv.reader(io.StringIO(raw.decode("utf-8"))), start=1):
+        if len(row) != 3:
+            raise ValueError(f"line {number}: expected cost_center,account,share, got {len(row)} fields")
+        center, account, share = (cell.strip() for cell in row)
+        rules.append({"cost_center": center, "account": account, "share": float(share)})
+    parse_timing["end"] = time.perf_counter()
+    return rules
+
+def summarize(rules):
     shares = {}
-    for center, account, share in csv.reader(io.StringIO(raw.decode())):
-        shares[center] = shares.get(center, 0.0) + float(share)
+    for rule in rules:
+        shares[rule["cost_center"]] = round(shares.get(rule["cost_center"], 0.0) + rule["share"], 6)
     return shares
 
 def record_upload(request, filename, raw):
-    shares = parse_rules(raw)
+    shares = summarize(parse_rules(raw))
     def record(doc):
         doc["uploads"] = doc.get("uploads", 0) + 1
         doc[filename] = shares
@@ -137,7 +150,19 @@ threading.Thread(target=server.run, daemon=True).start()
 while not server.started:
     time.sleep(0.01)
 base = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-body = "".join(f"cc{i % 500},{6000 + i % 97},0.25\n" for i in range(ROWS)).encode()
+
+def rules_file_of(rows):
+    return "".join(f"cc{i % 500},{6000 + i % 97},0.25\n" for i in range(rows)).encode()
+
+if PARSE_SECONDS:                               # size the file by how fast this machine parses
+    sample, took = 100_000, []
+    for _ in range(2):
+        parse_rules(rules_file_of(sample))
+        took.append(parse_timing["end"] - parse_timing["start"])
+    ROWS = max(1, round(PARSE_SECONDS * sample / min(took)))
+    entered.clear()
+    parse_timing.clear()
+body = rules_file_of(ROWS)
 
 prober = httpx.Client(timeout=PROBE_TIMEOUT, limits=httpx.Limits(max_keepalive_connections=0))
 upload = {"answer": None}
@@ -175,8 +200,10 @@ for frame in sys._current_frames().values():
         frame = frame.f_back
     if lines and "update" in " ".join(lines):
         stuck = lines[::-1]
+parse_seconds = parse_timing["end"] - parse_timing["start"] if "end" in parse_timing else None
 print(json.dumps({
     "arrived": arrived, "upload": upload["answer"], "upload_seconds": upload.get("seconds"),
+    "rows": ROWS, "parse_seconds": parse_seconds,
     "probes": probes, "written": rules_file.exists(), "access_log": access_log,
     "arrival_log": arrival_log, "stuck": stuck,
 }))
@@ -184,18 +211,22 @@ os._exit(0)                                     # a thread stuck on a lock canno
 """
 
 
-def serve(lock="Lock", endpoint="async def", rows=50, watch=3.5) -> dict:
-    """Run the service in a fresh process, upload `rows` rules, probe /health for `watch` s."""
+def serve(lock="Lock", endpoint="async def", rows=50, watch=3.5, parse_seconds=None) -> dict:
+    """Run the service in a fresh process, upload `rows` rules, probe /health for `watch` s.
+
+    With `parse_seconds`, the file holds as many rules as this machine parses in about that
+    long (the service times its own parse_rules on a sample first): `rows` is then ignored.
+    The result's "rows" and "parse_seconds" say what the upload really held and took to parse."""
     if lock not in LOCKS:
         raise ValueError(f"lock must be one of {list(LOCKS)}, got {lock!r}")
-    head = (f"LOCK, ENDPOINT, ROWS, WATCH = {lock!r}, {endpoint!r}, {rows}, {watch}\n"
+    head = (f"LOCK, ENDPOINT, ROWS, WATCH, PARSE_SECONDS = {lock!r}, {endpoint!r}, {rows}, {watch}, {parse_seconds}\n"
             f"PROBE_EVERY, PROBE_TIMEOUT = {PROBE_EVERY}, {PROBE_TIMEOUT}\n")
     out = run_isolated(head + SERVICE + DRIVER, timeout=watch + 30)
     if out.returncode != 0:
         out.show()
         raise RuntimeError("the run did not finish")
     run = json.loads(out.stdout.strip().splitlines()[-1])
-    run.update(lock=lock, endpoint=endpoint, rows=rows)
+    run.update(lock=lock, endpoint=endpoint)
     return run
 
 

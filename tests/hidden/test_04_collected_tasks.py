@@ -20,6 +20,13 @@ SET price:sku after 3 s, and writes the value only then, if the client is
 still connected: a write its client gave up on (closed the connection) never
 lands.
 
+A store can refuse a read: `PriceStore(refuse={"price:sku": "-ERR ..."})` answers
+GET price:sku with that error once the writes in flight have sent their
+commands, and then holds every SET until the refused GET's connection has
+closed and a moment more has passed: a write whose client has given up by then
+(closed its connection: asyncio.run cancels what is pending when the handler
+raises) never lands; a write still waiting for its reply lands then.
+
 And a loaded machine can hand the event loop many replies in one wake-up:
 `PriceStore(together=6)` holds the replies to the first 6 commands until all 6
 are in, then sends the SET replies and the GET reply last, in one burst; the
@@ -50,13 +57,15 @@ class PriceStore:
     QUIET = 0.25  # hold replies at most this long after the last new connection
     SETTLE = 0.05  # after the N-th waiting connection, let the client's loop go idle
     READ_QUEUE_LIMIT = 1.0  # a GET waits at most this long for the writes in flight
+    AFTER_REFUSAL = 0.1  # after the refused GET's connection closes, the held SETs wait this long for theirs
 
     def __init__(self, gc_during_auth: int = 0, fail: dict | None = None, token: str = "dev", get_delay: float = 0.0,
-                 slow: dict | None = None, together: int = 0):
+                 slow: dict | None = None, together: int = 0, refuse: dict | None = None):
         self.data: dict[str, str] = {}
         self.get_delay = get_delay  # seconds the store takes to answer a GET (a slow read)
         self.fail = dict(fail or {})  # key -> error line answered to SET key
         self.slow = dict(slow or {})  # key -> seconds the store takes to answer SET key (a slow write)
+        self.refuse = dict(refuse or {})  # key -> error line answered to GET key (a refused read)
         self.token = token
         self.gc_during_auth = gc_during_auth
         self.collections = 0
@@ -104,6 +113,7 @@ class PriceStore:
         self.port = server.sockets[0].getsockname()[1]
         watcher = asyncio.create_task(self._release_when_loaded()) if self._holding else None
         self._burst = asyncio.Event()
+        self._refused = asyncio.Event()  # a refused GET's connection has closed
         bursting = asyncio.create_task(self._answer_together()) if self.together else None
         self._ready.set()
         try:
@@ -161,11 +171,19 @@ class PriceStore:
         while self._undecided and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.002)
 
+    async def _after_the_refusal(self):
+        """Hold a SET until the refused GET's connection has closed (at most QUIET s if no GET
+        is refused), then a moment more: long enough for a client that gave up to close too."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._refused.wait(), self.QUIET)
+        await asyncio.sleep(self.AFTER_REFUSAL)
+
     async def _serve(self, reader, writer):
         self._connections += 1
         number, now = self._connections, asyncio.get_running_loop().time
         self.events.append((number, "connected", now()))
         self._undecided.add(number)
+        refused = False
         try:
             authed = False
             while line := (await reader.readline()).decode().strip():
@@ -184,6 +202,11 @@ class PriceStore:
                     reply = "-NOAUTH Authentication required."
                 elif verb == "SET":
                     key, _, value = rest.partition(" ")
+                    if self.refuse:
+                        await self._after_the_refusal()
+                        if reader.at_eof():  # the client gave up on this write meanwhile: nothing is written
+                            self.events.append((number, "abandoned", now()))
+                            break
                     if key in self.slow:
                         await asyncio.sleep(self.slow[key])
                         if reader.at_eof():  # the client hung up meanwhile: nothing is written
@@ -196,6 +219,11 @@ class PriceStore:
                         reply = "+OK"
                 elif verb == "GET":
                     await self._behind_writes_in_flight()
+                    if rest in self.refuse:
+                        refused = True
+                        writer.write(self.refuse[rest].encode() + b"\n")
+                        await writer.drain()
+                        continue
                     await asyncio.sleep(self.get_delay)
                     reply = f"+{self.data[rest]}" if rest in self.data else "_"
                 else:
@@ -213,6 +241,8 @@ class PriceStore:
             self._undecided.discard(number)
             self.events.append((number, "closed", now()))
             writer.close()
+            if refused:
+                self._refused.set()
 
 
 class Records(logging.Handler):
@@ -348,6 +378,48 @@ def test_a_failed_write_is_logged_with_its_traceback(kata):
     )
     assert out == {"sku": "sku-0", "price": batch["sku-0"]}, (
         f"expected handler, called directly, to return its quote although one write failed, got {out!r}"
+    )
+
+
+def carries(exc: BaseException | None, kind: type) -> bool:
+    """Is `exc`, or an exception it wraps (its cause, its context, a group's members), a `kind`?"""
+    seen = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, kind):
+            return True
+        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
+    return False
+
+
+def test_writes_land_when_the_quote_fails(kata):
+    """3 writes still land when the invocation's quote fails, and the handler still raises the store's error"""
+    batch = prices(3)
+    refusal = "-LOADING the store is loading its data set in memory"
+    with PriceStore(refuse={"price:quoted": refusal}) as store:
+        try:
+            out, raised = invoke(kata, store, {"prices": batch, "quote": "quoted"}), None
+        except Hang:
+            raise
+        except Exception as exc:  # noqa: BLE001 - what the handler raised is checked below
+            out, raised = None, exc
+        landed = store.landed(batch)
+    how = (
+        "calling handler directly for one invocation of 3 writes whose quote the store refused "
+        "after the writes had sent their SET"
+    )
+    ended = f"raised {type(raised).__name__}: {raised}" if raised is not None else f"returned {out!r}"
+    assert len(landed) == len(batch), (
+        f"expected {len(batch)} of {len(batch)} writes to land, {len(landed)} landed ({how}): the handler "
+        f"{ended}, and the writes it had started were dropped on the way out"
+    )
+    assert carries(raised, kata.StoreError), (
+        f"expected handler to raise the store's refusal (StoreError: {refusal[1:]}) after its writes landed, "
+        f"but it {ended} ({how})"
     )
 
 

@@ -16,7 +16,9 @@ import concurrent.futures
 import fcntl
 import importlib
 import json
+import linecache
 import os
+import re
 import select
 import ssl
 import subprocess
@@ -176,13 +178,85 @@ def test_two_threads_lose_no_update(kata, tmp_path):
     )
 
 
+LOCK_LINE = re.compile(r"\bwith\b|\.acquire\(|flock\(|lockf\(")
+
+
+def blocked_on_a_lock(thread: threading.Thread, polls: int = 10) -> bool:
+    """Does `thread` sit still, `polls` times in a row 5 ms apart, on a call that takes a lock (a wrapped
+    threading lock, or a line such as `with _lock:`, `.acquire(`, `flock(`)? Counted in polls, not in
+    time, so a machine too busy to run the thread cannot pass for a thread that waits."""
+    seen = None
+    for _ in range(polls):
+        frame = sys._current_frames().get(thread.ident)
+        if frame is None:
+            return False
+        at = (frame, frame.f_lasti)
+        lock_call = frame.f_code in (WatchedLock.acquire.__code__, WatchedLock.__enter__.__code__) or bool(
+            LOCK_LINE.search(linecache.getline(frame.f_code.co_filename, frame.f_lineno)))
+        if not lock_call or (seen is not None and at != seen):
+            return False
+        seen = at
+        time.sleep(0.005)
+    return True
+
+
+def test_a_save_during_an_update_is_not_lost(kata, tmp_path):
+    """a save() from another thread during an update() is not lost: the file ends as if one ran after the other"""
+    (store, watch), path = watched_store(kata, tmp_path), tmp_path / "rules.json"
+    bounded_store_call(watch, store.save, path, {"a": 0}, what="store.save(), called directly to start the file,")
+    inside, abandoned, saved = threading.Event(), threading.Event(), {}
+
+    def saver():
+        if inside.wait(10) and not abandoned.is_set():
+            try:
+                store.save(path, {"a": 10})
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                saved["error"] = exc
+
+    other = threading.Thread(target=saver, name="saver", daemon=True)
+
+    def change(doc):
+        inside.set()  # the other thread calls store.save() now, in the middle of this read-modify-write
+        deadline = time.monotonic() + hang_after()
+        while other.is_alive() and time.monotonic() < deadline and not blocked_on_a_lock(other):
+            time.sleep(0.005)
+        doc["a"] = doc.get("a", 0) + 1
+
+    other.start()
+    try:
+        bounded_store_call(watch, store.update, path, change,
+                           what="store.update(), called directly while another thread calls store.save(),")
+    except BaseException:
+        abandoned.set()  # the update never got there: the other thread leaves without saving
+        raise
+    finally:
+        inside.set()
+    other.join(hang_after())
+    if other.is_alive():
+        raise Hang("store.save(), called directly on a second thread during a store.update(),", hang_after(),
+                   stuck_lines([other]))
+    if "error" in saved:
+        raise saved["error"]
+    doc = json.loads(path.read_text())
+    serial = {"update, then save": {"a": 10}, "save, then update": {"a": 11}}
+    lost = ": the save landed in the middle of the update's read-modify-write, and the update wrote over it" if (
+        doc == {"a": 1}) else ""
+    assert doc in serial.values(), (
+        f"expected the file to end as one of the two orders the calls can take, "
+        f"{' or '.join(f'{d} ({order})' for order, d in serial.items())}, got {doc}{lost} (calling "
+        f"store.update() directly on one thread, starting from {{'a': 0}}, while a second thread called "
+        f"store.save(path, {{'a': 10}}) directly)"
+    )
+
+
 WORKER = textwrap.dedent(
     """
-    import importlib, importlib.util, json, os, sys, time
+    import importlib, importlib.util, json, os, sys, threading, time
     from pathlib import Path
-    from loopkata.testing import Hang, run_bounded
+    from loopkata.testing import Hang, run_bounded, where_stuck
 
     impl, path, me, updates = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    seconds, threads = float(sys.argv[5]), int(sys.argv[6])
     spec = importlib.util.spec_from_file_location(
         "kata_worker", impl / "__init__.py", submodule_search_locations=[str(impl)])
     package = importlib.util.module_from_spec(spec)
@@ -199,13 +273,39 @@ WORKER = textwrap.dedent(
         for _ in range(updates):
             store.update(path, bump)
 
+    def work_on_threads():  # `threads` threads of this process, each calling work(), at once
+        errors, gate = [], threading.Barrier(threads)
+
+        def one():
+            try:
+                gate.wait(10)
+                work()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        started = [threading.Thread(target=one, name=f"thread {i}", daemon=True) for i in range(1, threads + 1)]
+        for t in started:
+            t.start()
+        deadline = time.monotonic() + seconds
+        for t in started:
+            t.join(max(deadline - time.monotonic(), 0))
+        stuck = [t for t in started if t.is_alive()]
+        if stuck:
+            raise Hang(f"worker process {me}, {threads} threads each calling store.update() directly {updates} times,",
+                       seconds, "\\n".join(where_stuck(t)[0] for t in stuck))
+        if errors:
+            raise errors[0]
+
     Path(f"{path}.ready-{me}").touch()
     deadline = time.monotonic() + 20
     while not Path(f"{path}.go").exists() and time.monotonic() < deadline:
         time.sleep(0.002)
     try:
-        run_bounded(work, what=f"worker process {me}, calling store.update() directly {updates} times,",
-                    seconds=float(sys.argv[5]))
+        if threads == 1:
+            run_bounded(work, what=f"worker process {me}, calling store.update() directly {updates} times,",
+                        seconds=seconds)
+        else:
+            work_on_threads()
         out = {"ok": True}
     except Hang as exc:
         out = {"hang": str(exc), "stacks": exc.stacks}
@@ -217,16 +317,17 @@ WORKER = textwrap.dedent(
 )
 
 
-def test_two_processes_lose_no_update(kata, tmp_path):
-    """two worker processes updating the same file lose no update"""
+def run_workers(kata, tmp_path, threads: int, updates: int) -> Path:
+    """Update the document once, then `updates` times from each of `threads` threads in 2 worker processes,
+    all at once; returns the document's path. A hang or an error is raised."""
     (store, watch), path = watched_store(kata, tmp_path), tmp_path / "rules.json"
     bounded_store_call(watch, store.update, path, bump,
                        what="store.update(), called directly once before two worker processes call it,")
     impl = Path(kata.__file__).parent
-    seconds = hang_after() + 0.1 * UPDATES
+    seconds = hang_after() + 0.1 * updates * threads
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(impl), str(path), str(i), str(UPDATES), str(seconds)],
+            [sys.executable, "-c", WORKER, str(impl), str(path), str(i), str(updates), str(seconds), str(threads)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
         )
         for i in (1, 2)
@@ -253,16 +354,33 @@ def test_two_processes_lose_no_update(kata, tmp_path):
     for r in results:
         if "hang" in r:
             raise Hang(r["hang"].split(" did not finish")[0], seconds, r["stacks"])  # "worker process N, calling ..."
+    calls = f"{updates} direct calls of store.update()" + (f" on each of its {threads} threads" if threads > 1 else "")
     for i, r in enumerate(results, start=1):
-        assert "error" not in r, (
-            f"expected worker process {i} to finish its {UPDATES} direct calls of store.update(), "
-            f"it failed with {r['error']}"
-        )
+        assert "error" not in r, f"expected worker process {i} to finish its {calls}, it failed with {r['error']}"
+    return path
+
+
+def test_two_processes_lose_no_update(kata, tmp_path):
+    """two worker processes updating the same file lose no update"""
+    path = run_workers(kata, tmp_path, threads=1, updates=UPDATES)
     expected = 1 + 2 * UPDATES
     count = json.loads(path.read_text()).get("count")
     assert count == expected, (
         f"expected count {expected} after calling store.update() directly once, then from 2 worker processes "
         f"at the same time, {UPDATES} times each, got {count}: {expected - (count or 0)} updates were lost"
+    )
+
+
+def test_two_processes_of_two_threads_lose_no_update(kata, tmp_path):
+    """two worker processes of two threads each, all updating the same file at once, lose no update"""
+    per_thread = UPDATES // 2  # as many updates per process as with one thread each
+    path = run_workers(kata, tmp_path, threads=2, updates=per_thread)
+    expected = 1 + 4 * per_thread
+    count = json.loads(path.read_text()).get("count")
+    assert count == expected, (
+        f"expected count {expected} after calling store.update() directly once, then from 2 worker processes "
+        f"of 2 threads each, all at the same time, {per_thread} times per thread, got {count}: "
+        f"{expected - (count or 0)} updates were lost"
     )
 
 

@@ -3,6 +3,9 @@
 Writes and the quote run concurrently under one gather, which holds every
 one of them until it is done; the handler returns only when all have
 finished. The invocation takes a round trip longer, and nothing can vanish.
+return_exceptions=True makes the gather wait for the writes even when the
+quote fails (without it, gather raises at once and asyncio.run cancels the
+writes still running); the quote's failure is raised after.
 """
 import asyncio
 import logging
@@ -68,7 +71,9 @@ CACHE = PriceCache()
 
 async def handle(event: dict) -> dict:
     writes = [CACHE.put(sku, price) for sku, price in event["prices"].items()]
-    *_, price = await asyncio.gather(*writes, CACHE.get(event["quote"]))
+    *_, price = await asyncio.gather(*writes, CACHE.get(event["quote"]), return_exceptions=True)
+    if isinstance(price, BaseException):
+        raise price
     return {"sku": event["quote"], "price": price}
 
 

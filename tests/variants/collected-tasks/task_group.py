@@ -4,7 +4,9 @@ The group holds a strong reference to each task it starts and waits for all
 of them when the `async with` block ends, so the writes outlive neither a
 garbage collection nor the invocation. A failing task would cancel its
 siblings and raise out of the group, so each write catches and logs its own
-failure.
+failure. An exception in the group's body cancels the group's tasks too, so
+the quote's failure is held until the group has waited for every write, and
+raised after it.
 """
 import asyncio
 import logging
@@ -70,10 +72,16 @@ CACHE = PriceCache()
 
 
 async def handle(event: dict) -> dict:
+    failed = None
     async with asyncio.TaskGroup() as writes:
         for sku, price in event["prices"].items():
             CACHE.put(sku, price, writes)
-        quote = await CACHE.get(event["quote"])
+        try:
+            quote = await CACHE.get(event["quote"])
+        except Exception as exc:  # noqa: BLE001 - raised here, the group would cancel the writes still running
+            failed = exc
+    if failed is not None:
+        raise failed
     return {"sku": event["quote"], "price": quote}
 
 
