@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from loopkata import catalogue, progress, scan
-from loopkata.scan import output
+from loopkata.scan import celery_routes, output
 
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = tomllib.loads((ROOT / "tests" / "scan_verdicts.toml").read_text())
@@ -200,6 +200,43 @@ def test_lk07_reads_every_kind_of_deploy_file(tmp_path):
     assert set(found) == {("docker-compose.yml", 3), ("worker.yaml", 8)}, found
     assert "tasks routed to mail " in found[("docker-compose.yml", 3)]
     assert "tasks routed to default " in found[("worker.yaml", 8)]
+
+
+def test_lk07_counts_a_compose_worker_behind_a_profile_as_not_started(tmp_path):
+    """LK07: a compose worker behind `profiles` is not started by `docker compose up`, so its queues have no consumer"""
+    write(tmp_path, {
+        "app/__init__.py": "",
+        "app/celeryconfig.py": 'task_routes = {"reports.*": {"queue": "reports"}}\n',
+        "split/docker-compose.yml": """
+            services:
+              worker-reports:
+                profiles: ["reports"]
+                command: celery -A app worker -Q reports
+              worker:
+                command: celery -A app worker -Q celery
+        """,
+        "only/docker-compose.yml": """
+            services:
+              worker:
+                profiles: [jobs]
+                command: celery -A app worker -Q reports,celery
+        """,
+        "started/docker-compose.yml": """
+            services:
+              worker-reports:
+                profiles: []
+                command: celery -A app worker -Q reports
+              worker:
+                command: celery -A app worker -Q celery
+        """,
+    })
+    found = {(Path(f.path).parent.name, f.line): f.message for f in scan.scan([tmp_path]).findings}
+    assert set(found) == {("split", 4), ("only", 4)}, found  # on the line of the worker that does not start
+    assert "consume only celery; tasks routed to reports " in found[("split", 4)]
+    assert "consume only nothing; tasks routed to celery, reports " in found[("only", 4)]
+    consumed, workers = celery_routes.consumed_by_file(tmp_path / "split" / "docker-compose.yml")
+    assert consumed == {"celery"} and [w.service for w in workers] == ["worker-reports", "worker"], workers
+    assert [w.profiles for w in workers] == [("reports",), ()]
 
 
 def test_lk01_follows_the_spellings_and_the_object_that_holds_the_primitive(tmp_path):

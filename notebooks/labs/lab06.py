@@ -33,8 +33,9 @@ kill the interpreter, and that must never be the notebook's kernel.
   invocation styles defined in `code` and counts the TCP connections the
   server accepted for each; `draw_twin(result)` plots them.
 
-Nothing here is the kata's fix: the code under test is the pristine starter,
-a decoy laid over it, or (after the check cell) the reference fix.
+Nothing here is the kata's fix, and nothing here names where it is: the code
+under test is the pristine starter, a decoy laid over it, or (after the check
+cell, where the notebook passes it in) the reference fix.
 """
 from __future__ import annotations
 
@@ -57,7 +58,6 @@ from loopkata import run_isolated
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 ROOT = NOTEBOOKS.parent
 DECOYS = ROOT / "tests" / "decoys" / "cross-loop-pool"
-REFERENCE = ROOT / "solutions" / "06_cross_loop_pool"
 
 SCHEMA = """
 CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, cents integer NOT NULL,
@@ -182,7 +182,13 @@ def variant(starter: Path, label: str) -> Path:
 
 
 def tidy(text: str) -> str:
-    """Paths shortened: the kata's own files to name and line, Python's and the libraries' to folder and name."""
+    """Paths shortened: the kata's own files to name and line, Python's and the libraries' to folder and name.
+
+    The grader runs a decoy laid over the reference fix's other files, and names them from the
+    project's folder: those are the kata's own files too, and only their names are shown."""
+    text = re.sub(r"(?<![\w./-])(?:(?:solutions|katas)/06_cross_loop_pool|tests/decoys/cross-loop-pool/\w+)/"
+                  r"(?=[\w.]+\.py)", "", text)
+
     def short(m):
         folder, name, line = m.group(1), m.group(2), m.group(3) or ""
         if Path(folder).name == "06_cross_loop_pool":

@@ -24,6 +24,9 @@ filesystem transport in a new folder per run: a message is a file,
   about each task, and the messages left in the broker per queue.
 - `report(run)` says a run in words; `done_at(run)` is when each task
   finished; `draw(ax, run, title)` and `legend(fig)` draw it.
+- `every_queue(package)`: a worker command line consuming every queue the
+  package's app sends tasks to, read from the app (so the notebook shows what
+  such a worker does without writing its line out).
 
 Nothing here is the kata's fix: the deploy files and the guard under test are
 the pristine starter's, or a decoy's laid over them.
@@ -150,19 +153,24 @@ def banner_tasks(worker):
             break
     return names
 
-timeline, phases, workers_seen, sent, api = [], [], [], [], {}
+timeline, phases, workers_seen, sent, sent_at, api = [], [], [], [], [], {}
 t0 = None
 
+def sample():
+    "One row of the timeline: every sent task's state now (None for a task not sent yet)."
+    states = [app.AsyncResult(task_id).state for _, task_id in sent]
+    timeline.append([time.perf_counter() - t0, states + [None] * (len(SENDS) + API - len(states))])
+    return states
+
 def poll(seconds, starting=(), tail=0.3, settle=0.0):
-    "Every task's state every EVERY s, for `seconds` (or until all are done and `tail` s more)."
+    "Every task's state every EVERY s (every 10 ms in the first half second), for `seconds` (or until all are done and `tail` s more)."
     # With `settle`, up to `settle` s more while a worker of `starting` is not ready or a task is
     # not done: on a busy machine a new worker can take longer to start than the watch lasts.
     end, ready = time.perf_counter() + seconds, None
     last = end + settle
     while True:
-        states = [app.AsyncResult(task_id).state for _, task_id in sent]
+        states = sample()
         now = time.perf_counter()
-        timeline.append([now - t0, states])
         if ready is None and all(any(l.endswith(" ready.") for l in w.lines) for w in starting):
             ready = now - t0                   # when the last of `starting` said it was ready
         done = all(s in ("SUCCESS", "FAILURE") for s in states)
@@ -170,7 +178,7 @@ def poll(seconds, starting=(), tail=0.3, settle=0.0):
             end = min(end, now + tail)
         if now >= end and (done and ready is not None or not settle or now >= last):
             return ready
-        time.sleep(EVERY)
+        time.sleep(0.01 if now - t0 < 0.5 else EVERY)  # short PENDING periods show up too
 
 def stamp(line):
     "The time a log line was written, in seconds ('[2024-05-01 12:00:00,123: INFO/...')."
@@ -197,9 +205,12 @@ if API:                                         # the service's own API, served 
 with running(COMMANDS, pythonpath=where, env={}) as workers:
     t0 = time.perf_counter()
     for label, name, args, kwargs in SENDS:
+        sent_at.append(time.perf_counter() - t0)
         sent.append((label, app.send_task(name, args=args, kwargs=kwargs).id))
+        sample()                               # its state right after sending: PENDING, until a worker is done
         time.sleep(0.02)                       # the broker of files orders messages by their millisecond
     if API:
+        sent_at.append(time.perf_counter() - t0)
         answer = client.post("/sources/1/sync")
         sent.append(("schema sync via the API", answer.json()["job"]))
         api["post"] = [answer.status_code, sorted(answer.json())]
@@ -230,7 +241,7 @@ if API:
     api["get"] = {label: client.get(f"/jobs/{task_id}").json()["state"] for label, task_id in sent}
 print(json.dumps({
     "sends": [list(s) for s in SENDS] + ([["schema sync via the API", "schema.sync_source", [1], {}]] if API else []),
-    "timeline": timeline, "phases": phases, "workers": workers_seen, "api": api,
+    "timeline": timeline, "sent_at": sent_at, "phases": phases, "workers": workers_seen, "api": api,
     "routes": {name: app.amqp.router.route({}, name)["queue"].name for _, name, _, _ in SENDS},
     "default_queue": app.conf.task_default_queue,
 }))
@@ -285,28 +296,50 @@ def report(run: dict, times: bool = True) -> None:
     print("messages still waiting in the broker:", ", ".join(f"{n} in {q!r}" for q, n in sorted(left.items())) or "none")
 
 
-def draw(ax, run: dict, title: str = "") -> None:
-    """Each task's state over time, one bar per task: amber while PENDING, green once done."""
+def draw(ax, run: dict, title: str = "", done_labels: bool = False) -> None:
+    """Each task's state over time, one bar per task from the moment it was sent: amber while PENDING,
+    green once done. A task is PENDING from its sending until a worker stores its result, so the bar is
+    amber up to the first poll that saw it done. `done_labels`: write that time on the bar.
+    The time axis ends at the last poll."""
     times = [t for t, _ in run["timeline"]]
-    for row, label in enumerate(run["labels"]):
-        states = [s[row] for _, s in run["timeline"]]
-        begin = 0
-        for k in range(1, len(states) + 1):
-            if k == len(states) or states[k] != states[begin]:
-                start, end = (times[begin] if begin else 0.0), times[min(k, len(times) - 1)]
-                ax.barh(row, end - start, left=start, height=0.55,
-                        color=COLOURS.get(states[begin], "#57606a"))
-                begin = k
+    sent_at = run.get("sent_at") or [0.0] * len(run["labels"])
+    for row in range(len(run["labels"])):
+        seen = [(t, states[row]) for t, states in run["timeline"] if states[row] is not None]
+        start, state, segments = sent_at[row], "PENDING", []
+        for t, now in seen:
+            if now != state:
+                segments.append((start, t, state))
+                start, state = t, now
+        segments.append((start, times[-1], state))
+        for begin, end, what in segments:
+            if end > begin:
+                ax.barh(row, end - begin, left=begin, height=0.55, color=COLOURS.get(what, "#57606a"))
+        done = next((t for t, now in seen if now in DONE), None)
+        if done_labels and done is not None:
+            ax.text(done, row, f" done at {done:.2f} s", va="center", ha="left", fontsize=9, color="white")
     for phase in run["phases"][1:]:
         ax.axvline(phase["from"], color="#0969da", ls="--", lw=1.2)
-        ax.text(phase["from"], len(run["labels"]) - 0.4, " redeployed with -Q", color="#0969da", fontsize=9,
+        ax.text(phase["from"], len(run["labels"]) - 0.4, " redeployed", color="#0969da", fontsize=9,
                 va="bottom")
     ax.set_yticks(range(len(run["labels"])), run["labels"])
     ax.set_ylim(-0.6, len(run["labels"]) - 0.1)
     ax.invert_yaxis()
     ax.set_xlim(0, times[-1])
-    ax.set_xlabel("seconds after the tasks were sent")
+    ax.set_xlabel("seconds after the first task was sent")
     ax.set_title(title, fontsize=10)
+
+
+def every_queue(package: Path) -> list[str]:
+    """One worker command line that consumes every queue `package`'s app sends tasks to: the queues
+    its routes name and its default queue, read from the app itself in a fresh process."""
+    out = child(package, r"""
+queues = {app.conf.task_default_queue} | {route["queue"] for route in app.conf.task_routes.values()}
+print(json.dumps(sorted(queues)))
+""")
+    if out.returncode != 0:
+        out.show()
+        raise RuntimeError("the app's queues could not be read")
+    return [f"{CELERY} -Q {','.join(json.loads(out.stdout.strip().splitlines()[-1]))}"]
 
 
 CAPTION = ("One bar per task, from the moment it was sent: amber while its state is PENDING, green once it is "

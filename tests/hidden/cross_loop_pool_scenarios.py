@@ -21,7 +21,9 @@ import gc
 import importlib
 import importlib.util
 import json
+import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -232,23 +234,73 @@ async def twenty_in_a_row(h: Harness):
     await h.jobs_in_a_row("ada", 20, expect_total=100)
 
 
+# What SQLAlchemy logs (and then swallows) when closing a connection fails, e.g. from a loop
+# that did not open it, or after that loop has ended: the connection is dropped, not closed.
+CLOSE_FAILED = re.compile(r"Exception (closing|terminating) connection|garbage collector is trying to clean up")
+
+
+class CloseFailures(logging.Handler):
+    """Every error SQLAlchemy's pools log about closing a connection, with the learner's line that asked for it."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record):
+        if not CLOSE_FAILED.search(str(record.msg)):
+            return
+        from loopkata.testing import describe_frames
+
+        errors, error = [], record.exc_info[1] if record.exc_info else None
+        while error is not None:  # the error raised, and the ones it was raised while handling
+            text = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            if "attached to a different loop" in text:
+                text = f"{type(error).__name__}: ... attached to a different loop"
+            errors.insert(0, text[:120])
+            error = error.__context__
+        why = f" ({', then '.join(dict.fromkeys(errors))})" if errors else ""
+        lines = describe_frames(_stack_here(), fallback=False)
+        at = f" at {' -> '.join(lines[-2:])}" if lines else ""
+        self.seen.append(f'"{str(record.msg).split(" %r")[0]}"{why}{at}')
+
+
+def _stack_here() -> list[tuple[str, int, str]]:
+    """This thread's stack, outermost first, including the greenlets SQLAlchemy runs its sync code in."""
+    frames = [(f.filename, f.lineno, f.name) for f in traceback.extract_stack()]
+    try:
+        import greenlet
+    except ImportError:
+        return frames
+    parent = greenlet.getcurrent().parent
+    while parent is not None:  # SQLAlchemy's async layer: the awaiting coroutine is in the parent greenlet
+        if parent.gr_frame is not None:
+            frames = [(f.filename, f.lineno, f.name) for f in traceback.extract_stack(parent.gr_frame)] + frames
+        parent = parent.parent
+    return frames
+
+
 async def no_leftover_connections(h: Harness):
     # A connection that only the garbage collector would close stays open until it happens to
     # run; keep the collector out, so such a connection is counted every time, not now and then.
-    # A job may run the collector itself: asyncpg then warns of each connection it had to tear
-    # down ("unclosed connection"), and those count too.
+    # The collector runs once at the end, and a job may run it itself: asyncpg then warns of each
+    # connection it had to tear down ("unclosed connection"), asyncio and Python of each socket
+    # ("unclosed transport", "unclosed <socket"), and those count too. So do the errors SQLAlchemy
+    # logs when closing a connection fails: one closed from a loop that did not open it (or after
+    # that loop ended) is not closed cleanly, and its socket is left for the collector.
     gc.disable()
     unclosed = []
     shown = warnings.showwarning
 
     def keep(message, category, *args, **kwargs):
-        if issubclass(category, ResourceWarning) and "unclosed connection" in str(message):
+        if issubclass(category, ResourceWarning) and re.search(r"unclosed (connection|transport|<socket)", str(message)):
             unclosed.append(str(message))
         else:
             shown(message, category, *args, **kwargs)
 
     warnings.simplefilter("always", ResourceWarning)
     warnings.showwarning = keep
+    failures = CloseFailures()
+    logging.getLogger("sqlalchemy.pool").addHandler(failures)
     for _ in range(3):
         await h.request("place_order('ada', 100)", h.service.place_order, "ada", 100)
     baseline = await h.connections()
@@ -258,16 +310,31 @@ async def no_leftover_connections(h: Harness):
         await asyncio.sleep(0.02)
         now = await h.connections()
     if now > baseline:
+        left = now - baseline
         raise Failed(
             f"expected the server to have no more connections to the database after 10 jobs than before them "
-            f"({baseline}: the API's pool), but it had {now}: {now - baseline} connection"
-            f"{'s' if now - baseline > 1 else ''} the jobs opened were never closed"
+            f"({baseline}: the API's pool), but it had {now}: {left} connection"
+            f"{'s the jobs opened were' if left > 1 else ' the jobs opened was'} never closed"
         )
+    if failures.seen:
+        raise Failed(
+            f"expected every connection to be closed cleanly, by the loop that opened it, but closing "
+            f"{len(failures.seen)} failed while the jobs ran: SQLAlchemy logged {failures.seen[0]}. A connection "
+            "closed from a loop that did not open it, or after that loop ended, is not closed cleanly: the close "
+            "fails half-way, and its socket is left for the garbage collector"
+        )
+    gc.collect()  # whatever only the collector would close says so now ("unclosed ...")
     if unclosed:
+        # One connection can be warned of three times (its asyncpg connection, its transport, its
+        # socket): count the kind warned of most, and say the first of them.
+        kinds = [("connection", "asyncpg", "unclosed connection"), ("transport", "asyncio", "unclosed transport"),
+                 ("<socket", "Python", "unclosed <socket.socket ...>")]
+        counts = [sum(key in w for w in unclosed) for key, _, _ in kinds]
+        _, who, said = kinds[counts.index(max(counts))]
         raise Failed(
             f"expected every connection a job opened to be closed by the code that opened it, but the garbage "
-            f"collector had to tear down {len(unclosed)} (asyncpg warned: {unclosed[0].split(' <')[0]}): in a "
-            "process where it runs late, or not at all, those connections stay open on the server"
+            f"collector had to tear down {max(counts)} ({who} warned: {said}): in a process where it runs late, "
+            "or not at all, those connections stay open"
         )
 
 

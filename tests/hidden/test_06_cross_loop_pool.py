@@ -138,7 +138,7 @@ def test_twenty_jobs_in_a_row_succeed(kata, database):
 
 
 def test_jobs_leave_no_connection_open(kata, database):
-    """after the jobs, the server has no more connections than before them"""
+    """after the jobs, the server has no more connections than before them, and each job closed its own cleanly"""
     run_scenario(kata, database, "no_leftover_connections",
                  "ten jobs ran through jobs.dispatch() after three API requests")
 

@@ -1,16 +1,18 @@
 """Hidden tests for kata 07, silent-queue.
 
 Part 1 starts real Celery workers from the deploy files' own command lines
-(with options that make them quick to start added at the end), against a
-broker that is a fresh folder of files per test (or $CELERY_BROKER_URL), sends
-every kind of task by name, and waits for each. Part 2 runs the learner's
-guard on deploy files it has not seen. Every worker is killed with its
+(those a default deploy starts: a compose service behind `profiles` is left
+out, as `docker compose up` leaves it out), with options that make them quick
+to start added at the end, against a broker that is a fresh folder of files
+per test (or $CELERY_BROKER_URL), sends every kind of task by name (and a
+schema sync with .delay(), as the API sends it), and waits for each. Part 2
+runs the learner's guard on deploy files it has not seen. Every worker is killed with its
 process group when the test ends, whatever happened.
 """
-import os
 import shlex
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -51,8 +53,57 @@ def importable(kata, tmp_path) -> Path:
 
 
 def worker_commands(deploy_file: Path) -> list:
-    """The commands of the file's Celery workers (a Procfile's lines, a compose file's services)."""
+    """The commands of the Celery workers a default deploy of the file starts (a Procfile's lines, a
+    compose file's services, except those behind `profiles`, which a plain `docker compose up` leaves out)."""
     return [shlex.join(c.args) for c in celery_routes.worker_commands(deploy_file)]
+
+
+def left_out(deploy_file: Path) -> str:
+    """The workers the file names but a default deploy does not start, as a clause ('' if none)."""
+    dormant = celery_routes.worker_commands(deploy_file, dormant=True)
+    if not dormant:
+        return ""
+    names = " and ".join(w.where() for w in dormant)
+    return (f"; {names} {'is' if len(dormant) == 1 else 'are'} not started by a plain `docker compose up` "
+            "(a service with `profiles` starts only once one of them is enabled), so not here either")
+
+
+@contextmanager
+def published():
+    """task id -> the queue each message the app publishes meanwhile really went to (its routing key)."""
+    from celery.signals import after_task_publish
+
+    seen = {}
+
+    def record(sender=None, headers=None, routing_key=None, **_):
+        seen[(headers or {}).get("id")] = routing_key
+
+    after_task_publish.connect(record, weak=False)
+    try:
+        yield seen
+    finally:
+        after_task_publish.disconnect(record)
+
+
+def own_queue_note(app, names) -> str:
+    """Why a queue= on a task's decorator did not keep these tasks out of their routed queues, or ''.
+
+    Reading the tasks loads them into the app, which changes where a later send_task goes:
+    call this only once every task of the test has been sent."""
+    own = {name: getattr(app.tasks.get(name), "queue", None) for name in names}
+    routed = {name: app.amqp.router.route({}, name)["queue"].name for name in names}
+    differ = sorted(n for n in names if own[n] and own[n] != routed[n])
+    if not differ:
+        return ""
+    one = len(differ) == 1
+    owned = " and ".join(f"{n} (queue={own[n]!r})" for n in differ)
+    return (f"\n{owned} {'has its' if one else 'have their'} own queue on the decorator, but the test sent "
+            f"{'it' if one else 'them'} by name (app.send_task) from an app that had not loaded "
+            f"{'it' if one else 'them'}, as a service that does not import these tasks does: then task_routes alone "
+            "picks the queue "
+            f"({', '.join(repr(routed[n]) for n in differ)}). A decorator's queue= counts only where the task itself "
+            "is loaded (.delay(), .apply_async(), send_task once the app has loaded it), and there it wins over the "
+            "route: the same task goes to a different queue depending on who sends it")
 
 
 def purge(app) -> None:
@@ -84,22 +135,23 @@ def wait_for(app, sent: dict, seconds: float) -> dict:
     return states
 
 
-def run_deploy(kata, tmp_path, broker, deploy: str) -> list[str]:
-    """Start deploy's workers, send every kind of task; what went wrong, as sentences."""
+def run_deploy(kata, tmp_path, broker, deploy: str) -> tuple[list[str], list[str]]:
+    """Start deploy's workers, send every kind of task; what went wrong, as sentences, and the tasks left PENDING."""
     app = app_of(kata)
     deploy_file = Path(kata.__file__).parent / deploy
     commands = worker_commands(deploy_file)
     if not commands:
-        return [f"{deploy} starts no Celery worker (no command running `celery ... worker`)"]
+        return [f"{deploy} starts no Celery worker (no command running `celery ... worker`){left_out(deploy_file)}"], []
     purge(app)
-    with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}) as workers:
+    with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}) as workers, \
+            published() as went:
         sent = {name: app.send_task(name, args=args).id for name, args in TASKS.items()}
         said = [w.queues() for w in workers]
         consumed = set().union(*said) if all(q is not None for q in said) else None
-        # A task routed to a queue that no worker says it consumes can never run: watched
+        # A task sent to a queue that no worker says it consumes can never run: watched
         # briefly, not for the whole budget. The rest get the whole budget.
-        routed = {name: app.amqp.router.route({}, name)["queue"].name for name in TASKS}
-        certain = {n for n in sent if consumed is not None and routed[n] not in consumed}
+        routed = {name: went.get(task_id) for name, task_id in sent.items()}
+        certain = {n for n in sent if consumed is not None and routed[n] is not None and routed[n] not in consumed}
         states = wait_for(app, {n: i for n, i in sent.items() if n not in certain}, DONE_WITHIN)
         states |= wait_for(app, {n: i for n, i in sent.items() if n in certain}, STRANDED_AFTER)
     problems = []
@@ -116,20 +168,24 @@ def run_deploy(kata, tmp_path, broker, deploy: str) -> list[str]:
             + (f"; {'its message sits' if len(pending) == 1 else 'their messages sit'} in the broker ({waiting})"
                if waiting else "")
             + (f", and the workers consume only {', '.join(sorted(consumed))}" if consumed else "")
+            + left_out(deploy_file)
         )
     for name in failed:
         problems.append(f"expected {name}, sent by name to {deploy}'s worker(s) started as real Celery workers, "
                         "to succeed, but it failed: "
                         f"{app.AsyncResult(sent[name]).result!r}")
-    return problems
+    return problems, pending
 
 
 def test_every_kind_of_task_completes_under_each_deploy_file(kata, tmp_path, broker):
     """under the Procfile and under docker-compose.yml, every kind of task completes"""
-    problems = []
+    problems, stuck = [], set()
     for deploy in ("Procfile", "docker-compose.yml"):
-        problems += run_deploy(kata, tmp_path / deploy.replace(".", "_"), broker, deploy)
-    assert not problems, "\n".join(problems)
+        said, pending = run_deploy(kata, tmp_path / deploy.replace(".", "_"), broker, deploy)
+        problems += said
+        stuck |= set(pending)
+    note = own_queue_note(app_of(kata), sorted(stuck)) if stuck else ""  # every task has been sent by now
+    assert not problems, "\n".join(problems) + note
 
 
 def test_a_slow_question_does_not_hold_up_a_schema_sync(kata, tmp_path, broker):
@@ -137,33 +193,42 @@ def test_a_slow_question_does_not_hold_up_a_schema_sync(kata, tmp_path, broker):
     app = app_of(kata)
     commands = ["celery -A reports.celery_app worker -Q schema",
                 "celery -A reports.celery_app worker -Q insight,celery"]
-    queue = app.amqp.router.route({}, "schema.sync_source")["queue"].name
     purge(app)
-    with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}):
+    with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}), published() as went:
         for n in range(2):
             app.send_task("insight.answer", args=[f"question {n}"], kwargs={"think_seconds": 2.0})
             # The broker of files orders messages by their millisecond, then by a random id:
             # without a pause, the sync sent in the same millisecond could be taken first.
             time.sleep(0.02)
-        sync = app.send_task("schema.sync_source", args=[7]).id
-        state = wait_for(app, {"schema.sync_source": sync}, 1.2)["schema.sync_source"]
-    assert state == "SUCCESS", (
+        syncs = {"sent by name (app.send_task)": app.send_task("schema.sync_source", args=[7]).id}
+        time.sleep(0.02)
+        # As the API sends it: .delay() on the task itself (loading the tasks, so it comes last).
+        task = app.tasks["schema.sync_source"]
+        syncs["sent with .delay() (as the API sends it)"] = task.delay(8).id
+        states = wait_for(app, syncs, 1.2)
+    own = getattr(task, "queue", None)
+    late = [f"the one {how} was still {states[how]}: it went to queue '{went.get(task_id)}'"
+            + (f" (its decorator's queue={own!r}, which .delay() puts before the route)"
+               if own and own == went.get(task_id) and "delay" in how else "")
+            for how, task_id in syncs.items() if states[how] != "SUCCESS"]
+    assert not late, (
         "expected schema.sync_source to finish within 1.2 s while two slow questions (2 s each) were answered, "
         "as the schema worker (-Q schema) runs nothing else (two real Celery workers, started with -Q schema and "
-        f"-Q insight,celery; the sync sent by name after the two questions), but it was still {state}: the app "
-        "routes it to "
-        f"queue '{queue}', not to 'schema', so it was queued behind the questions"
+        "-Q insight,celery; two syncs sent after the two questions, one by name and one with .delay()), but "
+        + "; ".join(late) + ", not to 'schema', so it was queued behind the questions"
     )
 
 
 # --- part 2: the guard -------------------------------------------------------
 
-def guard(kata, tmp_path, name: str, text: str, default_queue: str | None = None) -> set:
+def guard(kata, tmp_path, name: str, text: str, default_queue: str | None = None, routes: dict | None = None) -> set:
     import importlib
 
     app = app_of(kata)
     if default_queue:
         app.conf.task_default_queue = default_queue
+    if routes:
+        app.conf.task_routes = {**(app.conf.task_routes or {}), **routes}
     path = tmp_path / name
     path.write_text(textwrap.dedent(text).lstrip())
     found = importlib.import_module(f"{kata.__name__}.guard").unconsumed_queues(app, path)
@@ -241,6 +306,20 @@ def test_the_guard_follows_a_renamed_default_queue(kata, tmp_path):
     old_name = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery\n"
     expect(guard(kata, tmp_path, "Procfile", old_name, default_queue="default"), {"default"},
            "an app whose default queue is 'default' and a worker on 'schema,insight,celery'")
+
+
+def test_the_guard_names_a_queue_for_tasks_defined_elsewhere(kata, tmp_path):
+    """the guard names every queue the routes send to, also for tasks this process does not define"""
+    # Another service defines the export tasks; this app sends them by name (app.send_task("export.csv")),
+    # and its routes send them to 'export'. No task registered here goes there.
+    routes = {"export.*": {"queue": "export"}}
+    worker = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery\n"
+    expect(guard(kata, tmp_path, "Procfile", worker, routes=routes), {"export"},
+           "an app that also routes 'export.*' (tasks another service defines) to 'export', and a worker on "
+           "'schema,insight,celery'")
+    covered = worker.replace("insight,celery", "insight,celery,export")
+    expect(guard(kata, tmp_path, "Procfile", covered, routes=routes), set(),
+           "an app that also routes 'export.*' to 'export', and a worker on 'schema,insight,celery,export'")
 
 
 def test_the_guard_passes_your_own_deploy_files(kata):

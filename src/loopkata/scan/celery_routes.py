@@ -4,6 +4,8 @@ One reading of "which queues does this deploy consume", shared by `loopkata scan
 kata 07's reference guard and its hidden tests: the worker command lines of a
 Procfile, a docker-compose file, Kubernetes manifests and systemd units, each
 with the line it is on, and the queue options of a `celery ... worker` command.
+A compose service behind `profiles` is not started by a default deploy
+(`docker compose up`), so it consumes nothing.
 The app's routes are read from the source without importing it (a scan must
 not run a team's code).
 """
@@ -20,9 +22,27 @@ DEFAULT_QUEUE = "celery"  # Celery's own default for task_default_queue
 
 @dataclass(frozen=True)
 class Command:
-    """One process command found in a deploy file: its arguments and the line it is on."""
+    """One process command found in a deploy file: its arguments and the line it is on.
+
+    `profiles`: the compose profiles its service is behind. A service with profiles is not
+    started by a plain `docker compose up`, only once one of them is enabled (`--profile`,
+    COMPOSE_PROFILES): it consumes nothing in a default deploy. `service`: the compose
+    service's name ('' elsewhere).
+    """
     args: tuple[str, ...]
     line: int
+    profiles: tuple[str, ...] = ()
+    service: str = ""
+
+    @property
+    def started_by_default(self) -> bool:
+        """Does a default deploy start it (not behind a compose profile)?"""
+        return not self.profiles
+
+    def where(self) -> str:
+        """'the service worker-schema (behind profiles: schema)', for a sentence."""
+        behind = f" (behind profiles: {', '.join(self.profiles)})" if self.profiles else ""
+        return f"the service {self.service}{behind}" if self.service else f"line {self.line}{behind}"
 
 
 def celery_args(command: str | list) -> list[str] | None:
@@ -137,13 +157,16 @@ def _yaml(text: str) -> list[Command]:
     found = []
     for document in _yaml_nodes(text):
         top = _mapping(document)
-        for service in _mapping(top.get("services")).values():
+        for name, service in _mapping(top.get("services")).items():
             fields = _mapping(service)
             node = fields.get("command")
             args = (_as_args(_plain(fields["entrypoint"])) or []) if "entrypoint" in fields else []
             args += _as_args(_plain(node)) or [] if node is not None else []
+            profiles = _plain(fields.get("profiles")) or []
+            profiles = tuple(str(p) for p in (profiles if isinstance(profiles, list) else [profiles]))
             if args:
-                found.append(Command(tuple(args), (node or fields["entrypoint"]).start_mark.line + 1))
+                found.append(Command(tuple(args), (node or fields["entrypoint"]).start_mark.line + 1,
+                                     profiles, str(name)))
         stack = [document] if "kind" in top else []
         while stack:  # Kubernetes: containers may sit at any depth (Deployment, CronJob, Pod...)
             node = stack.pop()
@@ -181,12 +204,16 @@ def commands(deploy_file: str | Path) -> list[Command]:
         raw = _systemd(text)
     else:
         raw = _procfile(text)
-    return [Command(tuple(args), c.line) for c in raw for args in _unwrap(list(c.args))]
+    return [Command(tuple(args), c.line, c.profiles, c.service) for c in raw for args in _unwrap(list(c.args))]
 
 
-def worker_commands(deploy_file: str | Path) -> list[Command]:
-    """The commands in `deploy_file` that start a Celery worker."""
-    return [c for c in commands(deploy_file) if celery_args(list(c.args)) is not None]
+def worker_commands(deploy_file: str | Path, *, dormant: bool = False) -> list[Command]:
+    """The commands in `deploy_file` that start a Celery worker in a default deploy.
+
+    With `dormant`, those it names but does not start by default instead: compose services
+    behind `profiles`, which a plain `docker compose up` leaves out."""
+    return [c for c in commands(deploy_file)
+            if celery_args(list(c.args)) is not None and c.started_by_default != dormant]
 
 
 # --- routes, read from the source --------------------------------------------------
@@ -284,9 +311,14 @@ def routes_in(tree: ast.Module, filename: str) -> Routes | None:
 
 
 def consumed_by_file(deploy_file: str | Path, default_queue: str = DEFAULT_QUEUE) -> tuple[set[str], list[Command]]:
-    """The queues that every Celery worker `deploy_file` starts consumes, together, and those workers."""
-    workers = worker_commands(deploy_file)
+    """The queues that the Celery workers `deploy_file` starts by default consume, together, and its workers.
+
+    A compose service behind `profiles` is not started by a plain `docker compose up`, so its
+    queues count as consumed by nobody. It is still among the workers returned, first: a queue
+    left without a consumer most likely went with it, so that is the line to point at.
+    """
+    started, dormant = worker_commands(deploy_file), worker_commands(deploy_file, dormant=True)
     consumed = set()
-    for worker in workers:
+    for worker in started:
         consumed |= consumed_queues(list(worker.args), default_queue) or set()
-    return consumed, workers
+    return consumed, dormant + started
