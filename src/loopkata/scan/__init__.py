@@ -182,8 +182,10 @@ def _lk07(modules: dict, deploy_files: list[Path], add, report: Report) -> None:
         missing = routed - consumed
         if not workers or not missing:  # a file that starts no worker deploys no consumer to judge
             continue
+        dormant = [w for w in workers if not w.started_by_default]
+        asleep = f" ({dormant[0].where()} is not started by a plain `docker compose up`)" if dormant else ""
         add("LK07", path, workers[0].line, 1,
-            f"the Celery workers this file starts consume only {', '.join(sorted(consumed)) or 'nothing'}; "
+            f"the Celery workers this file starts consume only {', '.join(sorted(consumed)) or 'nothing'}{asleep}; "
             f"tasks routed to {', '.join(sorted(missing))} (task_routes at {setting}) are accepted and stay "
             "PENDING for good, with nothing logged: add them to a worker's -Q")
 
