@@ -152,7 +152,7 @@ def test_a_regex_that_does_not_compile_is_named(tmp_path):
         load_problem(root), "kata 'loop-id-reuse'", "[[kata.symptom]] number 1",
         "`pattern` should be a regular expression", "does not compile: missing ), unterminated subpattern",
     )
-    first_when = re.search(r'^when = ".*"$', CATALOGUE, re.M).group(0)  # any hint's condition will do
+    first_when = re.search(r'^when = ".*"$', CATALOGUE, re.MULTILINE).group(0)  # any hint's condition will do
     root = project(tmp_path / "when", edited(first_when, 'when = "hang["'))
     assert_one_paragraph(
         load_problem(root), "its [[kata.hint]] number",

@@ -278,7 +278,7 @@ def test_the_flock_fixture_really_blocks(tmp_path):
 
 def test_tasks_that_never_started_are_counted_by_name_not_shown_at_their_def_line(tmp_path):
     """a loop blocked before its new tasks ran: the report counts them by name instead of pointing at `async def`"""
-    kata, result, took = graded(tmp_path, '''
+    kata, result, _ = graded(tmp_path, '''
         import asyncio
         import time
 

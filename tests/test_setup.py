@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import catalogue, tables
+from loopkata import tables
 
 ROOT = Path(__file__).resolve().parents[1]
 

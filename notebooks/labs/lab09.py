@@ -32,10 +32,11 @@ ROOT = Path(__file__).resolve().parents[2]  # the project: notebooks/labs/ -> no
 HARNESS = ROOT / "tests" / "hidden"  # where keepalive_stream_harness.py lives
 DECOYS = ROOT / "tests" / "decoys" / "keepalive-stream"
 
-# Runs in the child process. Every path it is given is absolute: the notebook
+# The start of every child process: the app at `impl` (with the decoy at `over` laid over it)
+# loaded from a private copy, as `app`. Every path it is given is absolute: the notebook
 # reproduces the starter from a private copy (pristine_starter), not from katas/.
-_CHILD = """
-import importlib, importlib.util, json, shutil, sys, tempfile
+_LOAD_APP = """
+import importlib, importlib.util, json, shutil, sys, tempfile, time
 from pathlib import Path
 
 sys.path.insert(0, {harness!r})
@@ -52,7 +53,10 @@ with tempfile.TemporaryDirectory() as tmp:
     sys.modules["drafts_service"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules["drafts_service"])
     app = importlib.import_module("drafts_service.app")
+"""
 
+# One stream, read to its end.
+_CHILD = _LOAD_APP + """
     script = Script({steps!r})
     with Served(app.create_app(script.events, {keepalive!r})) as server:
         reading = read_stream(f"{{server.url}}/drafts/d-42/events", deadline={deadline!r}, silence={deadline!r})
@@ -88,25 +92,7 @@ def stream(impl, steps, keepalive, over=None, timeout=60.0) -> dict:
 
 # A client that leaves at the first keepalive after section 0, in the middle of step 1; then the child
 # keeps the server up and watches the generator until it is closed and no step runs (or `linger` is up).
-_LEAVING = """
-import importlib, importlib.util, json, shutil, sys, tempfile, time
-from pathlib import Path
-
-sys.path.insert(0, {harness!r})
-from keepalive_stream_harness import Script, Served, read_stream
-
-with tempfile.TemporaryDirectory() as tmp:
-    package = Path(tmp) / "drafts_service"
-    shutil.copytree({impl!r}, package, ignore=shutil.ignore_patterns("__pycache__"))
-    if {over!r}:
-        for f in Path({over!r}).glob("*.py"):
-            shutil.copy(f, package / f.name)
-    spec = importlib.util.spec_from_file_location(
-        "drafts_service", package / "__init__.py", submodule_search_locations=[str(package)])
-    sys.modules["drafts_service"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sys.modules["drafts_service"])
-    app = importlib.import_module("drafts_service.app")
-
+_LEAVING = _LOAD_APP + """
     def leave(reading):
         return bool(reading.items()) and reading.frames[-1][1].startswith(":")
 

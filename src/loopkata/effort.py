@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import catalogue, progress, room
+from . import catalogue, room
 
 RECORDS = Path("docs") / "workshop" / "records"
 ROOMS, TESTERS = "rooms", "testers"
@@ -39,12 +39,10 @@ def records(kind: str, root: Path | None = None) -> list[room.Record]:
 
 
 def measured(kata_id: str, records: list[room.Record]) -> Measured | None:
-    solved = [r.katas[kata_id] for r in records
-              if kata_id in r.katas and r.katas[kata_id].status == progress.SOLVED
-              and r.katas[kata_id].seconds_to_solve is not None]
+    solved = room.solved_in_time(records, kata_id)
     if not solved:
         return None
-    return Measured(seconds=statistics.median(k.seconds_to_solve for k in solved), records=len(solved),
+    return Measured(seconds=room.median_seconds(records, kata_id), records=len(solved),
                     checks=statistics.median(k.checks or 0 for k in solved),
                     hints=statistics.median(len(k.hints_seen) for k in solved))
 
@@ -74,8 +72,9 @@ def guide_table(katas=None, testers=None, rooms=None) -> str:
     katas = catalogue.load() if katas is None else katas
     testers = records(TESTERS) if testers is None else testers
     rooms = records(ROOMS) if rooms is None else rooms
-    rows = ["| kata | do first | estimate (notebook + kata) | testers: records, median checks, hints, time to solve "
-            "| rooms: records, median time to solve |", "| --- | --- | --- | --- | --- |"]
+    header = ("| kata | do first | estimate (notebook + kata) | testers: records, median checks, hints, time to solve "
+              "| rooms: records, median time to solve |")
+    rows = [header, "| --- | --- | --- | --- | --- |"]
     for k in katas:
         t, r = measured(k.id, testers), measured(k.id, rooms)
         said_t = "none yet" if t is None else f"{t.records}: {t.checks:g} checks, {t.hints:g} hints, {minutes(t.seconds)}"

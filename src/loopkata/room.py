@@ -324,10 +324,14 @@ def duration(seconds: float | None) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+def solved_in_time(records: list[Record], kata_id: str) -> list[KataRecord]:
+    """The records of `kata_id` that solved it and know how long that took."""
+    return [rec for r in records if (rec := r.katas.get(kata_id)) is not None
+            and rec.status == progress.SOLVED and rec.seconds_to_solve is not None]
+
+
 def median_seconds(records: list[Record], kata_id: str) -> float | None:
-    times = [r.katas[kata_id].seconds_to_solve for r in records
-             if kata_id in r.katas and r.katas[kata_id].status == progress.SOLVED
-             and r.katas[kata_id].seconds_to_solve is not None]
+    times = [rec.seconds_to_solve for rec in solved_in_time(records, kata_id)]
     return statistics.median(times) if times else None
 
 
@@ -569,7 +573,7 @@ def cmd_room(args) -> int:
 def cmd_export(args) -> int:
     """`loopkata progress --export FILE [--name NAME]`."""
     try:
-        said = write_export(args.export, args.name, with_files=not getattr(args, "without_files", False))
+        said = write_export(args.export, args.name, with_files=not args.without_files)
     except OSError as exc:
         print(f"Could not write your export to {_shown(args.export)} ({exc.strerror or exc}).", file=sys.stderr)
         return 1

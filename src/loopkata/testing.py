@@ -9,9 +9,9 @@ cancelled, and raise Hang.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import ctypes
 import gc
+import inspect
 import linecache
 import os
 import sys
