@@ -5,6 +5,7 @@ hints chosen by what went wrong, and a broken pytest shown with its reason.
 import asyncio
 import dataclasses
 import fcntl
+import re
 import subprocess
 import sys
 import threading
@@ -298,3 +299,31 @@ def test_tasks_that_never_started_are_counted_by_name_not_shown_at_their_def_lin
     assert "3 tasks have not started yet (embedding x3)" in shown, \
         f"expected the three tasks counted by name as not started, got:\n{shown}"
     assert "async def embedding" not in shown, f"expected no pointer at the def line, got:\n{shown}"
+
+
+# --- a reproduction that spins is a hang with its line, never a crash -------
+
+SPIN_ON_EVERY_PYTHON = '''
+import asyncio
+
+async def main():
+    done = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    while True:
+        await done          # finished: returns at once, the loop never gets a turn
+
+asyncio.run(main())
+'''
+
+
+def test_a_spinning_reproduction_is_a_hang_that_names_its_line_not_a_crash():
+    """run_isolated kills a loop that never yields and says where it spun; the stack dump
+    is taken while holding the GIL (faulthandler's own dump of a busy thread can segfault on 3.12+)"""
+    from loopkata.repro import run_isolated
+
+    outcomes = [run_isolated(SPIN_ON_EVERY_PYTHON, timeout=1.5) for _ in range(3)]
+    assert [o.hung for o in outcomes] == [True] * 3, (
+        f"expected each spinning reproduction to be killed at its deadline, got {outcomes} "
+        f"(stderr of the first: {outcomes[0].stderr[-500:]!r})")
+    assert all(re.search(r"line [78] in main", o.stacks) for o in outcomes), (
+        f"expected the stacks to name the spinning lines (7 or 8, in main), got:\n{outcomes[0].stacks}")

@@ -3,7 +3,7 @@
 A reproduction that can hang, leak or segfault must never take the kernel
 with it. `run_isolated(code)` runs `code` in a fresh interpreter, kills it
 after `timeout` seconds, and returns what happened, including where it was
-stuck (faulthandler dumps every thread's stack just before the deadline).
+stuck (every thread's stack is dumped just before the deadline, see stackdump).
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from pathlib import Path
 
 # Runs before the reproduction, from -c, so the reproduction's line numbers stay its own.
 _PRELUDE = (
-    "import faulthandler, runpy; "
-    "faulthandler.dump_traceback_later({deadline}, exit=False, file=open({stacks!r}, 'w')); "
+    "import os, runpy, sys; "
+    "sys.path.append({package_home!r}); "  # where this loopkata lives, installed or not
+    "from loopkata.stackdump import dump_stacks_later; "
+    "dump_stacks_later({deadline}, os.open({stacks!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)); "
     "runpy.run_path({script!r}, run_name='__main__')"
 )
 
@@ -95,7 +97,8 @@ def run_isolated(code: str, timeout: float = 5.0, env: dict | None = None) -> Ou
     with tempfile.TemporaryDirectory(prefix="loopkata-repro-") as tmp:
         script, stacks = Path(tmp, "repro.py"), Path(tmp, "stacks.txt")
         script.write_text(textwrap.dedent(code), encoding="utf-8")
-        prelude = _PRELUDE.format(deadline=max(timeout - 0.3, 0.1), stacks=str(stacks), script=str(script))
+        prelude = _PRELUDE.format(deadline=max(timeout - 0.3, 0.1), stacks=str(stacks), script=str(script),
+                                  package_home=str(Path(__file__).resolve().parents[1]))
         child = subprocess.Popen(
             [sys.executable, "-c", prelude], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL, text=True, start_new_session=True, cwd=tmp,

@@ -3,7 +3,7 @@
 The tests never run in the caller's process (a notebook kernel already runs an
 event loop, and a hung or crashing kata must not wedge it). If the child is
 still running when the kata's budget is spent, it is killed and the test it
-was in becomes a "hang", with the stacks faulthandler wrote just before.
+was in becomes a "hang", with every thread's stack as dumped just before (loopkata.stackdump).
 """
 from __future__ import annotations
 
@@ -154,13 +154,13 @@ def expected_tests(kata: Kata) -> dict[str, str]:
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
-def _faulthandler_stacks(text: str, impl: Path) -> str:
-    """faulthandler's dump, one block per thread, trimmed to the learner's files."""
+def _dumped_stacks(text: str, impl: Path) -> str:
+    """The stack dump (faulthandler's layout), one block per thread, trimmed to the learner's files."""
     blocks = re.split(r"\n(?=Thread 0x|Current thread 0x)", text.strip())
     out = []
     for block in blocks:
         frames = [(m["file"], int(m["line"]), m["func"]) for m in _FRAME.finditer(block)]
-        frames.reverse()  # faulthandler prints the innermost frame first
+        frames.reverse()  # the dump prints the innermost frame first
         learner = describe_frames(frames, fallback=False, root=impl)
         if learner:  # threads of the grader itself have no frame of the learner's
             out.append("a thread is stuck at")
@@ -255,7 +255,7 @@ def _run_child(kata: Kata, graded: Path, tmp: Path) -> tuple[list[dict], str, st
             "LOOPKATA_STACKS_FD": str(stacks_fd),
             "LOOPKATA_PASS_FDS": f"{results_fd},{stacks_fd}",
             "LOOPKATA_BUDGET": str(kata.budget_seconds),
-            # faulthandler dumps the stacks half a second before the supervisor's deadline
+            # the stacks are dumped half a second before the supervisor's deadline
             "LOOPKATA_DEADLINE": str(time.time() + kata.budget_seconds),
             "LOOPKATA_HANG_AFTER": str(kata.hang_after),
             "LOOPKATA_MEMORY": str(_memory_cap(kata)),
@@ -329,7 +329,7 @@ def _grade(kata: Kata, impl: Path) -> tuple[CheckResult, dict[str, bytes] | None
     with tempfile.TemporaryDirectory(prefix="loopkata-") as tmp:
         graded, names, held = _snapshot(kata, impl, Path(tmp))
         records, stacks, output = _run_child(kata, graded, Path(tmp))
-        stacks = _rename(_faulthandler_stacks(stacks, graded), names)  # reads the copy's lines
+        stacks = _rename(_dumped_stacks(stacks, graded), names)  # reads the copy's lines
     result.tests = _results(kata, expected, records, stacks, names, output)
     ended = next((r for r in records if r.get("event") == "exit"), {})
     if ended.get("left_behind"):
