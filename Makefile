@@ -3,11 +3,15 @@
 #   make test   install into .venv if needed, then run the whole suite
 # Another interpreter and its own venv: make test PY=python3.13 VENV=.venv-3.13
 # Extra pytest arguments: make test PYTEST_ARGS="--ignore=tests/browser"
+# Workers (pytest-xdist): make test WORKERS=0 runs the suite in one process, in order.
 # Offline (a workshop room with no network): `make wheelhouse` where there is one, carry the
 # folder over; while wheelhouse/ holds wheels, installs take them from it and never ask an index.
 PY ?= python3
 VENV ?= .venv
 PYTEST_ARGS ?=
+# The suite mostly waits on subprocesses, servers and kernels: 3 workers keep 2 cores busy
+# (benchmarks/suite_cost.py; measured in the README's performance section).
+WORKERS ?= 3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WHEELHOUSE ?= wheelhouse
@@ -36,9 +40,9 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/00_start_here.ipynb
 
 # The suite: engine tests, every kata proven three ways, every notebook under nbval
-# (conftest.py keeps its progress apart from the learner's).
+# (conftest.py keeps its progress apart from the learner's, and each notebook on one worker).
 test: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS) --dist loadgroup --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # Only the browser stage: every notebook run in JupyterLab in headless Chromium.
 browser: $(STAMP)
