@@ -42,7 +42,7 @@ lab: $(STAMP)
 # The suite: engine tests, every kata proven three ways, every notebook under nbval
 # (conftest.py keeps its progress apart from the learner's, and each notebook on one worker).
 test: $(STAMP)
-	$(BIN)/pytest $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS) --dist loadgroup --no-loadscope-reorder) $(PYTEST_ARGS)
+	$(BIN)/pytest $(if $(filter-out 0,$(WORKERS)),-n $(WORKERS)) $(PYTEST_ARGS)
 
 # Only the browser stage: every notebook run in JupyterLab in headless Chromium.
 browser: $(STAMP)

@@ -1,26 +1,25 @@
 """The whole suite (tests and nbval notebooks): its progress kept apart from the learner's,
 and its tests laid out for pytest-xdist (`make test` runs them on several workers).
 
-- A notebook's cells share one kernel, in order: each notebook is one xdist group,
-  and so is the browser stage (one JupyterLab and one Chromium for all of it).
-- xdist hands out the work in the order collected here (`--no-loadscope-reorder`):
-  the longest first (the browser stage, the notebooks run again, the notebooks,
-  a venv built, a hub started), the many short kata proofs and engine tests last,
-  so no worker is left with a long one at the end while the others wait.
+- A notebook's cells share one kernel, in order: each notebook goes to one worker
+  whole, and so does the browser stage (one JupyterLab and one Chromium for all of
+  it). Every other test is handed out on its own.
+- The work is handed out in the order collected here: the longest first (the
+  browser stage, the notebooks run again, the notebooks, a venv built, a hub
+  started), the many short kata proofs and engine tests last, so no worker is left
+  with a long one at the end while the others wait.
 """
 import atexit
 import os
 import shutil
 import tempfile
 
-import pytest
-
 # Every xdist worker imports this file, so each gets a state folder of its own.
 os.environ["LOOPKATA_STATE"] = tempfile.mkdtemp(prefix="loopkata-suite-")
 atexit.register(shutil.rmtree, os.environ["LOOPKATA_STATE"], ignore_errors=True)
 
 # Longest first, as benchmarks/suite_cost.py measures them: the browser stage (about 200 s on
-# one worker), each stay-true run (about 30 s), each notebook under nbval (10-50 s), the offline
+# one worker), each stay-true run (about 20 s), each notebook under nbval (10-50 s), the offline
 # install (30 s), the hub (13 s), then the kata proofs (1-4 s each) and everything else.
 LONGEST_FIRST = (
     "tests/browser/",
@@ -30,6 +29,7 @@ LONGEST_FIRST = (
     "tests/test_workshop_hub.py::",
     "tests/test_katas_proven.py::",
 )
+ONE_WORKER = ("tests/browser/",)  # besides each notebook: groups whose tests share one session
 
 
 def _long_first(item) -> int:
@@ -39,11 +39,26 @@ def _long_first(item) -> int:
     return len(LONGEST_FIRST)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.suffix == ".ipynb":
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
-        elif "browser" in item.path.parent.parts[-1:]:
-            item.add_marker(pytest.mark.xdist_group("browser"))
     items[:] = sorted(items, key=_long_first)  # stable: a notebook's cells keep their order
+
+
+def work_unit(nodeid: str) -> str:
+    """What must run on one worker, in order: a notebook's cells, the browser stage; else the test alone."""
+    path = nodeid.split("::", 1)[0]
+    if path.endswith(".ipynb"):
+        return path
+    return next((group for group in ONE_WORKER if nodeid.startswith(group)), nodeid)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    # Imported here: a serial run (`pytest` without -n, WORKERS=0) never loads xdist's scheduler.
+    # (xdist's own --dist loadgroup cannot be used: with pytest 9 its group marks are lost.)
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order above, not "largest group first"
+    return ByWorkUnit(config, log)
