@@ -9,9 +9,9 @@
 PY ?= python3
 VENV ?= .venv
 PYTEST_ARGS ?=
-# The suite mostly waits on subprocesses, servers and kernels: 3 workers keep 2 cores busy
+# The suite mostly waits on subprocesses, servers and kernels: 4 workers keep 2 cores busy
 # (benchmarks/suite_cost.py; measured in the README's performance section).
-WORKERS ?= 3
+WORKERS ?= 4
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WHEELHOUSE ?= wheelhouse
