@@ -85,9 +85,10 @@ def group_of(classname: str) -> str:
 
 def kata_of(classname: str, name: str, katas) -> str | None:
     text = f"{classname}::{name}"
-    for k in katas:
-        stem = Path(k.notebook).stem
-        if re.search(rf"(?<![\w-]){re.escape(k.id)}(?![\w-])", text) or stem in text:
+    # A proof's id is the kata's id and then its role ("bound-semaphore-solution-passes"): the
+    # longest id that matches wins, should one kata's id begin another's.
+    for k in sorted(katas, key=lambda k: -len(k.id)):
+        if re.search(rf"(?<![\w-]){re.escape(k.id)}(?!\w)", text) or Path(k.notebook).stem in text:
             return k.id
     return None
 

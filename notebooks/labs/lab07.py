@@ -185,9 +185,19 @@ def stamp(line):
     from datetime import datetime
     return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
+def logged_every_outcome(w, seconds=5.0):
+    "Wait (at most `seconds`) until every task the worker logged as received has its outcome line too:"
+    # its log is read by a thread, and on a busy machine a "succeeded" line can come after the state did.
+    def ids(word):
+        return {l.split("[", 1)[1].split("]", 1)[0] for l in list(w.lines) if "Task " in l and word in l and "[" in l}
+    end = time.perf_counter() + seconds
+    while ids(" received") - ids(" succeeded") - ids(" raised") - ids(" failed") and time.perf_counter() < end:
+        time.sleep(0.02)
+
 def describe(workers):
     names = list(dict.fromkeys(s[1] for s in SENDS))
     for w in workers:
+        logged_every_outcome(w)
         lines = [l for l in w.lines if "Task " in l]
         ready = next((stamp(l) for l in w.lines if l.endswith(" ready.")), None)
         workers_seen.append({

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +109,11 @@ def run_isolated(code: str, timeout: float = 5.0, env: dict | None = None) -> Ou
             out, err = child.communicate(timeout=timeout)
             code_ = child.returncode
         except subprocess.TimeoutExpired:
+            # The stacks are dumped 0.3 s before the deadline; on a busy machine the dump can come
+            # later: give it up to 2 s more, then kill.
+            until = time.monotonic() + 2.0
+            while time.monotonic() < until and not (stacks.exists() and stacks.stat().st_size):
+                time.sleep(0.02)
             os.killpg(child.pid, signal.SIGKILL)
             out, err = child.communicate()
             code_ = None

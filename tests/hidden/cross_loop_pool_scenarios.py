@@ -367,6 +367,21 @@ HOW = {
 }
 
 
+def forked(impl: str, name: str, seconds: float, env: dict, out: str, err: str) -> None:
+    """The same run, in a process forked from the test's fork server (which has imported asyncpg and
+    SQLAlchemy once, so each scenario does not pay for them): a process group of its own, the
+    scenario's environment, its output in the files `out` and `err`."""
+    os.setsid()
+    for fd, path in ((1, out), (2, err)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = [__file__, impl, name, str(seconds)]
+    main()
+
+
 def main() -> None:
     faulthandler.enable()  # a crash prints every thread's stack: the test reports the learner's lines
     impl, name, seconds = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])

@@ -4,21 +4,25 @@ A real PostgreSQL server (started by loopkata.services, or $DATABASE_URL)
 holds a fresh database per test, with the two tables the orders service uses.
 Each test runs one scenario of cross_loop_pool_scenarios.py in a process of
 its own: two event loops sharing one asyncpg connection can crash the
-interpreter, and a crash must be a verdict, not a dead grader. Rows record
+interpreter, and a crash must be a verdict, not a dead grader. The processes
+are forked from a fork server that has imported asyncpg and SQLAlchemy once
+(the learner's package is imported fresh in each). Rows record
 the server process that wrote them (pg_backend_pid()), so the tests can count
 how many connections the API used without looking at how it pools.
 """
 import asyncio
 import itertools
 import json
+import multiprocessing
 import os
 import re
 import signal
-import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import asyncpg
+import cross_loop_pool_scenarios  # beside this file; stdlib imports only, the kata is loaded per scenario
 import pytest
 
 from loopkata import services
@@ -40,6 +44,10 @@ CREATE TABLE totals (
 );
 """
 _names = itertools.count(1)
+# Imported once by the fork server, not once per scenario: most of a scenario's start-up.
+PRELOAD = ["asyncio", "asyncpg", "sqlalchemy", "sqlalchemy.ext.asyncio", "loopkata.testing", SCENARIOS.stem]
+FORKS = multiprocessing.get_context("forkserver")
+FORKS.set_forkserver_preload(PRELOAD)
 
 
 async def _admin(dsn: str, *statements: str) -> None:
@@ -85,24 +93,26 @@ def run_scenario(kata, database, scenario: str, what: str) -> None:
         "LOOPKATA_IMPL": str(impl),
     }
     seconds = hang_after()
-    child = subprocess.Popen(
-        [sys.executable, str(SCENARIOS), str(impl), scenario, str(seconds)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        start_new_session=True, env=env,
-    )
-    try:
-        out, err = child.communicate(timeout=seconds + 10)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
-        raise Hang(what, seconds, "the scenario's process stopped answering (it was killed)") from None
-    finally:
+    with tempfile.TemporaryDirectory(prefix="loopkata-scenario-") as tmp:
+        out_path, err_path = Path(tmp, "out"), Path(tmp, "err")
+        child = FORKS.Process(target=cross_loop_pool_scenarios.forked, args=(str(impl), scenario, seconds, env, str(out_path), str(err_path)),
+                              daemon=False)
+        child.start()
         try:
-            os.killpg(child.pid, signal.SIGKILL)  # anything the learner's code started in it
-        except ProcessLookupError:
-            pass
-    if child.returncode < 0:
-        sig = signal.Signals(-child.returncode).name
+            child.join(seconds + 10)
+            if child.exitcode is None:
+                raise Hang(what, seconds, "the scenario's process stopped answering (it was killed)")
+        finally:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)  # anything the learner's code started in it
+            except (ProcessLookupError, PermissionError):
+                pass
+            child.join()
+        returncode = child.exitcode
+        out = out_path.read_text(errors="replace") if out_path.exists() else ""
+        err = err_path.read_text(errors="replace") if err_path.exists() else ""
+    if returncode < 0:
+        sig = signal.Signals(-returncode).name
         lines = crash_lines(err)
         raise AssertionError(
             f"the process crashed with {sig} while {what}. Two event loops using one pooled asyncpg connection "
@@ -111,7 +121,7 @@ def run_scenario(kata, database, scenario: str, what: str) -> None:
     results = [line for line in out.splitlines() if line.startswith("RESULT ")]
     if not results:
         tail = "\n".join(err.strip().splitlines()[-6:])
-        raise AssertionError(f"the scenario's process ended (exit {child.returncode}) without a result while {what}:\n{tail}")
+        raise AssertionError(f"the scenario's process ended (exit {returncode}) without a result while {what}:\n{tail}")
     result = json.loads(results[-1].removeprefix("RESULT "))
     if "hang" in result:
         raise Hang(what, seconds, result.get("stacks", ""))
