@@ -17,7 +17,6 @@ import multiprocessing
 import os
 import re
 import signal
-import sys
 import tempfile
 from pathlib import Path
 
