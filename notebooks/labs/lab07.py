@@ -139,6 +139,8 @@ def said(out) -> None:
 
 
 _DEPLOY = r"""
+import re
+
 from loopkata.celery_workers import running, start
 
 def banner_tasks(worker):
@@ -188,10 +190,11 @@ def stamp(line):
 def logged_every_outcome(w, seconds=5.0):
     "Wait (at most `seconds`) until every task the worker logged as received has its outcome line too:"
     # its log is read by a thread, and on a busy machine a "succeeded" line can come after the state did.
-    def ids(word):
-        return {l.split("[", 1)[1].split("]", 1)[0] for l in list(w.lines) if "Task " in l and word in l and "[" in l}
+    def ids(*words):
+        found = (re.search(r"Task [^\s\[]+\[([^\]]+)\] (\w+)", l) for l in list(w.lines))
+        return {m[1] for m in found if m and m[2] in words}
     end = time.perf_counter() + seconds
-    while ids(" received") - ids(" succeeded") - ids(" raised") - ids(" failed") and time.perf_counter() < end:
+    while ids("received") - ids("succeeded", "raised", "failed") and time.perf_counter() < end:
         time.sleep(0.02)
 
 def describe(workers):
