@@ -27,8 +27,10 @@ import gc
 import importlib.util
 import itertools
 import json
+import linecache
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -118,10 +120,26 @@ def tool_sockets(url: str) -> int | None:
     return count
 
 
+def _resolvers_closed() -> bool:
+    """pycares closes a DNS resolver's descriptors on a thread of its own, some time after close():
+    has that thread finished every resolver handed to it (it waits at its queue again)?"""
+    manager = getattr(sys.modules.get("pycares"), "_shutdown_manager", None)
+    thread = getattr(manager, "_thread", None)
+    if thread is None:
+        return True
+    frame = sys._current_frames().get(thread.ident)
+    waiting = frame is not None and "_queue.get()" in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    return waiting and manager._queue.empty()
+
+
 def settle(quiet=0.15, at_most=3.0) -> None:
-    """Wait until the count of open fds has stopped moving: the server thread
-    closes its side of a finished connection a moment after the client does."""
-    deadline, last, since = time.monotonic() + at_most, open_fds(), time.monotonic()
+    """Wait until every resolver handed to pycares is closed and the count of open fds has stopped
+    moving: the server thread closes its side of a finished connection a moment after the client does.
+    On a busy machine a quiet spell alone came before the resolver's thread ran (1 fd instead of 4)."""
+    deadline = time.monotonic() + at_most
+    while not _resolvers_closed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    last, since = open_fds(), time.monotonic()
     while time.monotonic() < deadline and time.monotonic() - since < quiet:
         time.sleep(0.01)
         now = open_fds()

@@ -19,10 +19,11 @@ from pathlib import Path
 
 # Runs before the reproduction, from -c, so the reproduction's line numbers stay its own.
 _PRELUDE = (
-    "import os, runpy, sys; "
+    "import os, runpy, signal, sys; "
     "sys.path.append({package_home!r}); "  # where this loopkata lives, installed or not
-    "from loopkata.stackdump import dump_stacks_later; "
-    "dump_stacks_later({deadline}, os.open({stacks!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)); "
+    "from loopkata.stackdump import dump_stacks_later, dump_stacks_on; "
+    "fd = os.open({stacks!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600); "
+    "dump_stacks_later({deadline}, fd); dump_stacks_on(signal.SIGUSR1, fd); del fd; "
     "runpy.run_path({script!r}, run_name='__main__')"
 )
 
@@ -109,8 +110,13 @@ def run_isolated(code: str, timeout: float = 5.0, env: dict | None = None) -> Ou
             out, err = child.communicate(timeout=timeout)
             code_ = child.returncode
         except subprocess.TimeoutExpired:
-            # The stacks are dumped 0.3 s before the deadline; on a busy machine the dump can come
-            # later: give it up to 2 s more, then kill.
+            # The stacks are dumped 0.3 s before the deadline, by the child's clock; a child that
+            # started late on a busy machine has not dumped yet: ask it (SIGUSR1), give it 2 s, then kill.
+            if not (stacks.exists() and stacks.stat().st_size):
+                try:
+                    os.kill(child.pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
             until = time.monotonic() + 2.0
             while time.monotonic() < until and not (stacks.exists() and stacks.stat().st_size):
                 time.sleep(0.02)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import _thread
 import faulthandler
 import os
+import signal
 import sys
 import time
 import traceback
@@ -50,3 +51,10 @@ def dump_stacks_later(seconds: float, fd: int) -> None:
 
     # A bare thread, not a threading.Thread: it stays out of threading.enumerate(), which tests may count.
     _thread.start_new_thread(watchdog, ())
+
+
+def dump_stacks_on(signum: int, fd: int) -> None:
+    """On signal `signum`, write every thread's stack to `fd`: for a parent whose deadline came before
+    the timed dump (a child that started late on a busy machine). The handler runs in the main thread
+    between two bytecodes, holding the GIL: a loop that spins in Python runs it too."""
+    signal.signal(signum, lambda *_: os.write(fd, format_stacks().encode("utf-8", errors="replace")))
