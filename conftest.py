@@ -12,11 +12,38 @@ and its tests laid out for pytest-xdist (`make test` runs them on several worker
 import atexit
 import os
 import shutil
+import sys
 import tempfile
+
+from nbval import plugin as nbval_plugin
 
 # Every xdist worker imports this file, so each gets a state folder of its own.
 os.environ["LOOPKATA_STATE"] = tempfile.mkdtemp(prefix="loopkata-suite-")
 atexit.register(shutil.rmtree, os.environ["LOOPKATA_STATE"], ignore_errors=True)
+
+
+
+class KernelStartedAgain(nbval_plugin.RunningKernel):
+    """nbval starts a notebook's kernel at its first cell; a start that fails is tried twice more.
+
+    On a busy machine with several workers a kernel can die or go unanswered at start-up (a
+    port taken between jupyter_client choosing it and the kernel binding it, a slow first
+    reply): that says nothing of the notebook, whose cells then all error at set-up."""
+
+    def __init__(self, *args, **kwargs):
+        for attempt in (1, 2, 3):
+            try:
+                super().__init__(*args, **kwargs)
+                return
+            except RuntimeError as exc:
+                if hasattr(self, "km"):  # started, then failed to answer: stop it before the next one
+                    self.stop()
+                if attempt == 3:
+                    raise
+                print(f"[nbval] the kernel did not start ({exc}); starting another", file=sys.stderr)
+
+
+nbval_plugin.RunningKernel = KernelStartedAgain
 
 # Longest first, as benchmarks/suite_cost.py measures them: the browser stage (about 200 s on
 # one worker), each stay-true run (about 20 s), each notebook under nbval (10-50 s), the offline

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import json
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import re
 import signal
@@ -47,6 +48,17 @@ _names = itertools.count(1)
 PRELOAD = ["asyncio", "asyncpg", "sqlalchemy", "sqlalchemy.ext.asyncio", "loopkata.testing", SCENARIOS.stem]
 FORKS = multiprocessing.get_context("forkserver")
 FORKS.set_forkserver_preload(PRELOAD)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fork_server():
+    """The fork server is stopped, and waited for, when this module's tests are done: left to
+    notice its parent's exit, it would outlive the check by however long a busy machine takes."""
+    yield
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)  # private but present on 3.11-3.13; without it the server exits with us
+    if stop is not None:
+        stop()
 
 
 async def _admin(dsn: str, *statements: str) -> None:
