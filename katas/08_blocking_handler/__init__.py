@@ -15,8 +15,8 @@ arrived.
 
 Your task:
 - while slow model calls run, one or several at once, GET /health answers
-  within 100 ms, each call still returns its draft, and calls made at the
-  same time run at the same time;
+  without waiting for them, each call still returns its draft, and calls
+  made at the same time run at the same time;
 - a request leaves a line in the access log as soon as it arrives, marked as
   in flight (it names no status yet), even while it waits for a free thread,
   and a completion line naming its status when it ends, even when its handler

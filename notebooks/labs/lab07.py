@@ -164,21 +164,33 @@ def sample():
     timeline.append([time.perf_counter() - t0, states + [None] * (len(SENDS) + API - len(states))])
     return states
 
-def poll(seconds, starting=(), tail=0.3, settle=0.0):
+def owed(workers, states):
+    "Whether a ready worker consumes the task's queue and lists the task: a task it will run, however busy the machine."
+    queues, known = set(), set()
+    for w in workers:
+        if any(l.endswith(" ready.") for l in w.lines):
+            queues |= w.queues() or set()
+            known |= set(banner_tasks(w))
+    names = [name for _, name, _, _ in SENDS] + ["schema.sync_source"] * API
+    return [app.amqp.router.route({}, name)["queue"].name in queues and name in known for name in names[:len(states)]]
+
+def poll(seconds, workers, starting=(), tail=0.3, at_most=60.0):
     "Every task's state every EVERY s (every 10 ms in the first half second), for `seconds` (or until all are done and `tail` s more)."
-    # With `settle`, up to `settle` s more while a worker of `starting` is not ready or a task is
-    # not done: on a busy machine a new worker can take longer to start than the watch lasts.
+    # The watch is a least time, not a deadline: it goes on (up to `at_most` s more) while a worker of
+    # `starting` is not ready or a task that a ready worker will run is not done, so that what it
+    # shows is the same on a busy machine: such a task ends done, and one no worker takes stays PENDING.
     end, ready = time.perf_counter() + seconds, None
-    last = end + settle
+    last = end + at_most
     while True:
         states = sample()
         now = time.perf_counter()
         if ready is None and all(any(l.endswith(" ready.") for l in w.lines) for w in starting):
             ready = now - t0                   # when the last of `starting` said it was ready
         done = all(s in ("SUCCESS", "FAILURE") for s in states)
+        settled = ready is not None and all(s in ("SUCCESS", "FAILURE") for s, due in zip(states, owed(workers, states)) if due)
         if UNTIL_DONE and done:
             end = min(end, now + tail)
-        if now >= end and (done and ready is not None or not settle or now >= last):
+        if now >= end and settled or now >= last:
             return ready
         time.sleep(0.01 if now - t0 < 0.5 else EVERY)  # short PENDING periods show up too
 
@@ -227,7 +239,7 @@ with running(COMMANDS, pythonpath=where, env={}) as workers:
         answer = client.post("/sources/1/sync")
         sent.append(("schema sync via the API", answer.json()["job"]))
         api["post"] = [answer.status_code, sorted(answer.json())]
-    poll(WATCH)
+    poll(WATCH, workers)
     describe(workers)
 phases.append({"commands": COMMANDS, "from": 0.0, "waiting": waiting_messages(), "files": message_files()})
 if THEN:
@@ -239,7 +251,7 @@ if THEN:
         for n, command in enumerate(THEN):       # in turn, as `running` does; the last is watched starting
             workers.append(start(command, pythonpath=where, env={}, name=f"redeployed{n}",
                                  wait=n < len(THEN) - 1))
-        ready = poll(THEN_WATCH, starting=workers, settle=10.0)
+        ready = poll(THEN_WATCH, workers, starting=workers)
         for w in workers:
             w.wait_ready()                     # raises, with what it printed, if a worker never started
         if ready is None:
@@ -269,7 +281,7 @@ def deploy(package: Path, commands: list, sends=EVERY_KIND, watch: float = 2.0,
     `until_done`: stop watching as soon as every task has finished."""
     head = (f"COMMANDS, THEN, SENDS = {json.dumps(list(commands))}, {json.dumps(list(then or []))}, {json.dumps(sends)}\n"
             f"WATCH, THEN_WATCH, EVERY, API, UNTIL_DONE = {watch}, {then_watch}, {every}, {api}, {until_done}\n")
-    budget = watch + (then_watch + 30 if then else 0) + 40
+    budget = watch + 60 + (then_watch + 60 + 30 if then else 0) + 40  # each watch may go on 60 s for what is owed
     out = child(package, head + _DEPLOY, timeout=budget)
     if out.returncode != 0:
         out.show()

@@ -19,13 +19,16 @@ import time
 import httpx
 from fastapi.routing import APIRoute, iter_route_contexts  # included routers stay wrapped in app.routes
 
-from blocking_handler_harness import NO_TLS, SLOW, AccessLines, LoggedTracebacks, ModelAPI, draft_for, served
+from blocking_handler_harness import NO_TLS, AccessLines, LoggedTracebacks, ModelAPI, draft_for, served
 from loopkata.testing import hang_after
 
-HEALTH_WITHIN = 0.1  # seconds: the liveness probe's budget in these tests
-PROBE_TIMEOUT = 0.25  # seconds a probe waits for /health: well past the budget, well short of a slow call
-PROBES = 3  # probes that must answer in time while every call is with the model
+# A liveness probe waits 1 s by default (Kubernetes' timeoutSeconds). The model holds every call
+# until the probes are done, so an event loop held by a call gives no answer at all, however long
+# a probe waits, and a free one answers well within this even on a busy machine.
+PROBE_TIMEOUT = 2.0  # seconds a probe waits for /health
+PROBES = 3  # probes that must answer while every call is held at the model
 PROBE_EVERY = 0.03  # seconds between two probes of /health
+AT_ONCE_WITHIN = 3.0  # seconds for calls sent at once to all reach the model (they are held there)
 HOW = "through a real uvicorn server on 127.0.0.1"
 
 
@@ -79,20 +82,15 @@ class Call:
         return f"{self.response.status_code} {self.response.text[:200]}"
 
 
-def probe(base: str) -> float:
-    """One GET /health on a fresh connection, as a liveness probe sends it; seconds until it answered."""
-    started = time.monotonic()
+def probe(base: str) -> bool:
+    """One GET /health on a fresh connection, as a liveness probe sends it; did it answer in time?"""
     try:
         with httpx.Client(timeout=PROBE_TIMEOUT, verify=NO_TLS) as client:
             r = client.get(f"{base}/health")
     except httpx.TimeoutException:
-        return float("inf")
+        return False
     assert r.status_code == 200, f"expected GET /health to answer 200, got {r.status_code} {r.text[:200]} ({HOW})"
-    return time.monotonic() - started
-
-
-def took(seconds: float) -> str:
-    return f"it got no answer within {PROBE_TIMEOUT:g} s" if seconds == float("inf") else f"it took {seconds:.2f} s"
+    return True
 
 
 def blocked_at(lines: list[str]) -> str:
@@ -104,49 +102,51 @@ def blocked_at(lines: list[str]) -> str:
 
 
 def health_during(app, model, calls: int) -> list[Call]:
-    """Send `calls` slow calls at once and probe /health while the model holds them.
+    """Send `calls` slow calls at once, which the model holds, and probe /health meanwhile.
 
-    Fails at the first probe slower than HEALTH_WITHIN, and as soon as a call answers
-    while the others have not all reached the model. Once PROBES probes have answered
-    in time with every call at the model, the model is told to answer.
+    Decided by what happened while the model held the calls, not by how fast: a probe that
+    gets no answer in PROBE_TIMEOUT fails, and so do calls that do not all reach the model
+    (each waits for the one before it). Once PROBES probes have answered with every call at
+    the model, the model answers them all.
     """
-    what = "1 slow model call was running" if calls == 1 else f"{calls} slow model calls sent at once were running"
+    what = ("1 slow model call was held at the model" if calls == 1
+            else f"{calls} slow model calls sent at once were held at the model")
     with served(app) as server:
-        sent = [Call(server.url, f"slow: reply number {i + 1}", request_id("slow", i), SLOW * calls + hang_after())
+        sent = [Call(server.url, f"hang: reply number {i + 1}", request_id("slow", i), AT_ONCE_WITHIN + 30)
                 for i in range(calls)]
         try:
-            assert model.wait_for_calls(1, hang_after()), (
-                f"expected POST /drafts to call the model within {hang_after():g} s, it did not "
+            assert model.wait_for_calls(1, max(hang_after(), AT_ONCE_WITHIN)), (
+                f"expected POST /drafts to call the model within {max(hang_after(), AT_ONCE_WITHIN):g} s, it did not "
                 f"(the calls got: {'; '.join(c.said() for c in sent)}) ({HOW})"
             )
-            answered_in_time = 0
-            while not all(c.done for c in sent):
+            answered, since = 0, time.monotonic()
+            while answered < PROBES:
+                ended = [c for c in sent if c.done]
+                assert not ended, (
+                    f"expected POST /drafts to wait for the model while it held the call, but it answered first: "
+                    f"{ended[0].said()} ({HOW})"
+                )
                 at = server.loop_lines()  # where the loop is while the probe waits for it
-                latency = probe(server.url)
-                if latency > HEALTH_WITHIN:
-                    raise AssertionError(
-                        f"expected GET /health to answer within {HEALTH_WITHIN * 1000:.0f} ms while {what} "
-                        f"(the model answers each after {SLOW:g} s), {took(latency)}{blocked_at(at)} ({HOW})"
-                    )
-                finished = [c for c in sent if c.done]
-                if finished and model.most_at_once < calls:
+                assert probe(server.url), (
+                    f"expected GET /health to answer while {what} (a liveness probe waits {PROBE_TIMEOUT:g} s), "
+                    f"it got no answer within {PROBE_TIMEOUT:g} s{blocked_at(at)} ({HOW})"
+                )
+                if model.working >= calls:
+                    answered += 1
+                elif time.monotonic() > since + AT_ONCE_WITHIN:
                     most = model.most_at_once
                     waits = ("so each call waits for the one before it to finish" if most == 1 else
                              f"so a call beyond the first {most} waits until one of the calls ahead of it finishes")
                     raise AssertionError(
                         f"expected the {calls} calls sent at once to run at once, but the model never had more than "
-                        f"{most} of them at a time: the first answered after {finished[0].seconds:.2f} s "
-                        f"while the others still waited to reach the model, {waits} ({HOW})"
+                        f"{most} of them at a time in {AT_ONCE_WITHIN:g} s of holding every call it got, {waits} "
+                        f"({HOW})"
                     )
-                if model.most_at_once >= calls and model.working >= calls:
-                    answered_in_time += 1
-                    if answered_in_time >= PROBES:
-                        break
                 time.sleep(PROBE_EVERY)
         finally:
             model.release()
             for c in sent:
-                c.wait(hang_after())
+                c.wait(hang_after() + 5)
     return sent
 
 
@@ -162,14 +162,14 @@ def assert_drafted(calls: list[Call]) -> None:
 
 
 def test_health_answers_while_a_slow_call_runs(kata):
-    """/health answers within 100 ms while a slow model call runs, and the call still returns its draft"""
+    """/health answers while a slow model call runs, and the call still returns its draft"""
     with ModelAPI() as model:
         calls = health_during(part(kata, "app").create_app(model.url), model, calls=1)
     assert_drafted(calls)
 
 
 def test_health_answers_while_four_slow_calls_run(kata):
-    """/health answers within 100 ms while 4 slow model calls run at once, and the 4 run side by side"""
+    """/health answers while 4 slow model calls run at once, and the 4 run side by side"""
     with ModelAPI() as model:
         calls = health_during(part(kata, "app").create_app(model.url), model, calls=4)
     assert_drafted(calls)
@@ -186,53 +186,68 @@ def wait_for_line(log: AccessLines, request_id: str, status: str, seconds: float
     return log.of(request_id)
 
 
+def loop_held(server) -> bool:
+    """Is the event loop thread inside the code under test, in three looks 20 ms apart? Then it is held
+    there (by a call the model holds), and nothing waited for from the loop can come."""
+    for look in range(3):
+        if not server.loop_lines():
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def shown(lines: list[str]) -> str:
     return "; ".join(repr(line) for line in lines) if lines else "no line"
 
 
 HELD_THREADS = 2  # threads the served app's threadpool gets in the hung-requests test (40 by default)
-HELD = HELD_THREADS + 1  # requests the model holds at once there: one more than the threadpool has threads
-ARRIVAL_WITHIN = 0.2  # seconds after the model took the first held call for every held request to have its line
-NO_LINE_WITHIN = 0.05  # seconds after which a test with no arrival line at all stops waiting for one
+HELD = HELD_THREADS + 1  # requests held at once there: the last one waits for a free thread
+ARRIVAL_WITHIN = 2.0  # seconds for the request that waits for a thread to have its arrival line
 
 
 def test_hung_requests_show_in_the_access_log(kata):
     """every request that hangs has an arrival line while it hangs, one still waiting for a free thread too, and a completion line after"""
     rids = [request_id("hung", i) for i in range(HELD)]
-    how = (f"{HELD} requests held by the model at once, the served app's threadpool limited to {HELD_THREADS} "
-           f"threads, {HOW}")
+    prompts = {rid: f"hang: a draft the model never finishes, number {i + 1}" for i, rid in enumerate(rids)}
+    how = (f"{HELD_THREADS} requests held by the model, then one more sent while they held the served app's "
+           f"threadpool, limited to {HELD_THREADS} threads, {HOW}")
     with ModelAPI() as model, AccessLines() as log:
         app = part(kata, "app").create_app(model.url)
         with served(app, threads=HELD_THREADS) as server:
-            calls = [Call(server.url, f"hang: a draft the model never finishes, number {i + 1}", rid, hang_after() + 2)
-                     for i, rid in enumerate(rids)]
+            calls = [Call(server.url, prompts[rid], rid, AT_ONCE_WITHIN + ARRIVAL_WITHIN + 30)
+                     for rid in rids[:HELD_THREADS]]
             try:
-                assert model.wait_for_calls(1, hang_after()), (
-                    f"expected POST /drafts to call the model within {hang_after():g} s, it did not "
-                    f"(the calls got: {'; '.join(c.said() for c in calls)}) ({how})"
+                assert model.wait_for_calls(1, max(hang_after(), AT_ONCE_WITHIN)), (
+                    f"expected POST /drafts to call the model within {max(hang_after(), AT_ONCE_WITHIN):g} s, it did "
+                    f"not (the calls got: {'; '.join(c.said() for c in calls)}) ({how})"
                 )
-                # Every line was due as its request came in; a moment for the ones still on their way.
-                # The request the model holds went through its arrival line before it got there, so
-                # with no line at all after NO_LINE_WITHIN, none is coming: no need to wait longer.
-                began = time.monotonic()
-                while not all(log.of(rid) for rid in rids) and time.monotonic() < began + ARRIVAL_WITHIN:
-                    if time.monotonic() > began + NO_LINE_WITHIN and not any(log.of(rid) for rid in rids):
-                        break
-                    time.sleep(0.01)
-                lined = {rid: log.of(rid) for rid in rids}
-                missing = [rid for rid in rids if not lined[rid]]
-                assert not missing or len(missing) < HELD, (
+                # A request the model holds has gone through whatever runs before its handler: an arrival
+                # line written as it came in is there already, whatever the machine's load.
+                at_model = {prompt for _, prompt in model.arrivals}
+                reached = [rid for rid in rids if prompts[rid] in at_model]
+                assert any(log.of(rid) for rid in rids), (
                     f"expected an arrival line for each of the {HELD} hung requests while they hung, but the access "
                     "log had no line for any of them: a request stuck in its handler looks exactly like one that "
-                    f"never arrived (checked while the model held the calls, {how})"
+                    f"never arrived ({' and '.join(reached)} already held by the model, {how})"
                 )
+                since = time.monotonic()
+                while model.working < HELD_THREADS and time.monotonic() < since + AT_ONCE_WITHIN:
+                    if loop_held(server):
+                        break
+                calls.append(Call(server.url, prompts[rids[-1]], rids[-1], ARRIVAL_WITHIN + 30))
+                since = time.monotonic()
+                while not all(log.of(rid) for rid in rids) and time.monotonic() < since + ARRIVAL_WITHIN:
+                    if loop_held(server):
+                        break
+                lined = {rid: log.of(rid) for rid in rids}
+                missing = [rid for rid in rids if not lined[rid]]
                 others = HELD - len(missing)
                 assert not missing, (
                     f"expected an arrival line for each of the {HELD} hung requests while they hung, but "
                     f"{' and '.join(missing)} had none while "
                     f"{'the other one had its own' if others == 1 else f'the other {others} had theirs'}: a request "
                     "held before its handler runs, waiting for a free thread say, looks exactly like one that never "
-                    f"arrived (checked {ARRIVAL_WITHIN:g} s after the model took the first call, {how})"
+                    f"arrived (waited {ARRIVAL_WITHIN:g} s after sending the last, {how})"
                 )
                 done = [line for rid in rids for line in lined[rid] if AccessLines.statuses(line)]
                 assert not done, (
@@ -242,13 +257,13 @@ def test_hung_requests_show_in_the_access_log(kata):
             finally:
                 model.release()
                 for c in calls:
-                    c.wait(hang_after() + 2)
+                    c.wait(hang_after() + 5)
             for c in calls:
                 assert c.response is not None and c.response.status_code == 200, (
                     f"expected the hung request {c.request_id} to answer 200 once the model answered, it got "
                     f"{c.said()} ({how})"
                 )
-            deadline = time.monotonic() + 0.25  # one wait for all of them, not one each
+            deadline = time.monotonic() + ARRIVAL_WITHIN  # one wait for all of them, not one each
             ended = {rid: wait_for_line(log, rid, "200", deadline - time.monotonic()) for rid in rids}
     for rid, mine in ended.items():
         assert any("200" in AccessLines.statuses(line) for line in mine), (
@@ -269,8 +284,8 @@ def test_a_request_whose_handler_raises_gets_a_completion_line(kata):
                 f"expected POST /drafts to answer when the model answered 503, it got {call.said()} ({HOW})"
             )
             status = str(call.response.status_code)
-            mine = wait_for_line(log, rid, status, 0.25)
-            deadline = time.monotonic() + 0.2  # the server logs the error just after it has answered
+            mine = wait_for_line(log, rid, status, ARRIVAL_WITHIN)  # at once when the line is written at all
+            deadline = time.monotonic() + ARRIVAL_WITHIN  # the server logs the error just after it has answered
             while not errors.naming("ModelError", "503") and time.monotonic() < deadline:
                 time.sleep(0.01)
     assert any(status in AccessLines.statuses(line) for line in mine), (
