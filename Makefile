@@ -9,9 +9,9 @@
 PY ?= python3
 VENV ?= .venv
 PYTEST_ARGS ?=
-# The suite mostly waits on subprocesses, servers and kernels: 2 workers keep 2 cores busy without the load that time-window cells (notebooks 07, 08) fail under
+# The suite mostly waits on subprocesses, servers and kernels: 4 workers on 2 cores pay (about 6 minutes, against 8 on 2)
 # (benchmarks/suite_cost.py; measured in the README's performance section).
-WORKERS ?= 2
+WORKERS ?= 4
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 WHEELHOUSE ?= wheelhouse

@@ -22,18 +22,23 @@ os.environ["LOOPKATA_STATE"] = tempfile.mkdtemp(prefix="loopkata-suite-")
 atexit.register(shutil.rmtree, os.environ["LOOPKATA_STATE"], ignore_errors=True)
 
 
+class NotebookKernel(nbval_plugin.RunningKernel):
+    """The kernel nbval starts at a notebook's first cell, with a progress folder of its own.
 
-class KernelStartedAgain(nbval_plugin.RunningKernel):
-    """nbval starts a notebook's kernel at its first cell; a start that fails is tried twice more.
-
-    On a busy machine with several workers a kernel can die or go unanswered at start-up (a
-    port taken between jupyter_client choosing it and the kernel binding it, a slow first
-    reply): that says nothing of the notebook, whose cells then all error at set-up."""
+    - Its own progress: a notebook's stored outputs were made from a learner's first visit
+      (its progress table, its panels); the checks another notebook ran on this worker
+      before must not show in it.
+    - A start that fails is tried twice more. On a busy machine with several workers a
+      kernel can die or go unanswered at start-up (a port taken between jupyter_client
+      choosing it and the kernel binding it, a slow first reply): that says nothing of the
+      notebook, whose cells would all error at set-up."""
 
     def __init__(self, *args, **kwargs):
         for attempt in (1, 2, 3):
+            suite_state = os.environ["LOOPKATA_STATE"]
+            os.environ["LOOPKATA_STATE"] = tempfile.mkdtemp(dir=suite_state, prefix="notebook-")
             try:
-                super().__init__(*args, **kwargs)
+                super().__init__(*args, **kwargs)  # the kernel's environment is copied from ours now
                 return
             except RuntimeError as exc:
                 if hasattr(self, "km"):  # started, then failed to answer: stop it before the next one
@@ -41,9 +46,11 @@ class KernelStartedAgain(nbval_plugin.RunningKernel):
                 if attempt == 3:
                     raise
                 print(f"[nbval] the kernel did not start ({exc}); starting another", file=sys.stderr)
+            finally:
+                os.environ["LOOPKATA_STATE"] = suite_state
 
 
-nbval_plugin.RunningKernel = KernelStartedAgain
+nbval_plugin.RunningKernel = NotebookKernel
 
 # Longest first, as benchmarks/suite_cost.py measures them: the browser stage (about 200 s on
 # one worker), each stay-true run (about 20 s), each notebook under nbval (10-50 s), the offline

@@ -19,11 +19,12 @@ from pathlib import Path
 
 # Runs before the reproduction, from -c, so the reproduction's line numbers stay its own.
 _PRELUDE = (
-    "import os, runpy, signal, sys; "
+    "import os, runpy, signal, sys, time; "
     "sys.path.append({package_home!r}); "  # where this loopkata lives, installed or not
     "from loopkata.stackdump import dump_stacks_later, dump_stacks_on; "
     "fd = os.open({stacks!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600); "
-    "dump_stacks_later({deadline}, fd); dump_stacks_on(signal.SIGUSR1, fd); del fd; "
+    # The dump's time is the parent's (a wall-clock instant), so a child that started late dumps in time.
+    "dump_stacks_later({dump_at!r} - time.time(), fd); dump_stacks_on(signal.SIGUSR1, fd); del fd; "
     "runpy.run_path({script!r}, run_name='__main__')"
 )
 
@@ -62,14 +63,20 @@ class Outcome:
 
 
 def _trim(stacks: str) -> str:
-    """Keep only the frames of the reproduction itself, one "thread" line per thread."""
-    keep = []
-    for line in stacks.splitlines():
+    """Keep only the threads that were in the reproduction itself, and only their frames there.
+
+    A thread with no frame of the reproduction (the watchdog, a library's) says nothing to the
+    reader, and a thread shown twice (the timed dump and the one asked for by signal both came
+    on a busy machine) is shown once."""
+    kept, block = [], None
+    for line in stacks.splitlines() + ["Thread (end)"]:
         if line.startswith(("Thread", "Current thread")):
-            keep.append("thread (most recent call first):")
-        elif "repro.py" in line:
-            keep.append(line)
-    return "\n".join(keep)
+            if block and block not in kept:
+                kept.append(block)
+            block = []
+        elif "repro.py" in line and block is not None:
+            block.append(line)
+    return "\n".join("\n".join(["thread (most recent call first):", *b]) for b in kept)
 
 
 def _clean_traceback(stderr: str) -> str:
@@ -99,7 +106,7 @@ def run_isolated(code: str, timeout: float = 5.0, env: dict | None = None) -> Ou
     with tempfile.TemporaryDirectory(prefix="loopkata-repro-") as tmp:
         script, stacks = Path(tmp, "repro.py"), Path(tmp, "stacks.txt")
         script.write_text(textwrap.dedent(code), encoding="utf-8")
-        prelude = _PRELUDE.format(deadline=max(timeout - 0.3, 0.1), stacks=str(stacks), script=str(script),
+        prelude = _PRELUDE.format(dump_at=time.time() + max(timeout - 0.3, 0.1), stacks=str(stacks), script=str(script),
                                   package_home=str(Path(__file__).resolve().parents[1]))
         child = subprocess.Popen(
             [sys.executable, "-c", prelude], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -110,8 +117,8 @@ def run_isolated(code: str, timeout: float = 5.0, env: dict | None = None) -> Ou
             out, err = child.communicate(timeout=timeout)
             code_ = child.returncode
         except subprocess.TimeoutExpired:
-            # The stacks are dumped 0.3 s before the deadline, by the child's clock; a child that
-            # started late on a busy machine has not dumped yet: ask it (SIGUSR1), give it 2 s, then kill.
+            # The stacks are dumped 0.3 s before the deadline; a child whose watchdog has not had its
+            # turn yet on a busy machine is asked (SIGUSR1), given 2 s, then killed.
             if not (stacks.exists() and stacks.stat().st_size):
                 try:
                     os.kill(child.pid, signal.SIGUSR1)
