@@ -1,10 +1,9 @@
 """The harness of notebook 06 (The pooled connection that belongs to another loop).
 
 The orders service and its jobs run against a real PostgreSQL server (the one
-`loopkata.services.postgres()` starts on 127.0.0.1), always in a process of its
-own with a hard deadline (`_run`, forked from a server that imported asyncpg and
-SQLAlchemy once): two threads inside one asyncpg connection can kill the
-interpreter, and that must never be the notebook's kernel.
+`loopkata.services.postgres()` starts on 127.0.0.1), always in a fresh Python
+process through `run_isolated`: two threads inside one asyncpg connection can
+kill the interpreter, and that must never be the notebook's kernel.
 
 - `fresh_database(server)`: a new database with the kata's two tables, dropped
   when the kernel exits. Admin work runs on a thread of its own, because the
@@ -45,20 +44,16 @@ import atexit
 import concurrent.futures
 import itertools
 import json
-import multiprocessing
-import multiprocessing.forkserver
 import os
 import re
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
 
 from loopkata import run_isolated
-from loopkata.repro import Outcome
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 ROOT = NOTEBOOKS.parent
@@ -216,56 +211,12 @@ def kind(message: str) -> str:
 
 # --- the child process ------------------------------------------------------------
 
-# Each run is a process of its own, forked from a fork server that imported asyncpg and
-# SQLAlchemy once: those imports are most of a fresh interpreter's start-up, and one cell
-# runs forty. The service's package is loaded afresh in each run. A run that crashes or
-# hangs takes only its own process; it is killed at its deadline, with anything it started.
-_PRELOAD = ["asyncio", "asyncpg", "sqlalchemy", "sqlalchemy.ext.asyncio", "labs.lab06"]
-_FORKS = multiprocessing.get_context("forkserver")
-_starting = threading.Lock()
-
-
-def _forked_child(params: str, env: dict, out: str, err: str) -> None:
-    os.setsid()
-    for fd, path in ((1, out), (2, err)):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(target, fd)
-        os.close(target)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)  # line by line: the run ends with os._exit
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
-    os.environ.update(env)
-    _child(params)
-
-
-def _run(params: str, env: dict, timeout: float = 30.0) -> Outcome:
-    """Run the child's scenario `params` in a forked process; what it printed and how it ended."""
-    with tempfile.TemporaryDirectory(prefix="loopkata-nb06-") as tmp:
-        out, err = Path(tmp, "out"), Path(tmp, "err")
-        with _starting:
-            _FORKS.set_forkserver_preload(_PRELOAD)
-            child = _FORKS.Process(target=_forked_child, args=(params, env, str(out), str(err)), daemon=False)
-            child.start()
-        try:
-            child.join(timeout)
-            hung = child.exitcode is None
-        finally:
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            child.join()
-        text = [p.read_text(errors="replace") if p.exists() else "" for p in (out, err)]
-    return Outcome(stdout=text[0], stderr=text[1], returncode=None if hung else child.exitcode)
-
-
-def _stop_fork_server() -> None:
-    server = getattr(multiprocessing.forkserver, "_forkserver", None)
-    stop = getattr(server, "_stop", None)  # private, present on 3.11-3.13; without it the server exits with us
-    if stop is not None:
-        stop()
-
-
-atexit.register(_stop_fork_server)
+_CHILD = """
+import sys
+sys.path.insert(0, {notebooks!r})
+from labs.lab06 import _child
+_child({params!r})
+"""
 
 
 def _load(package: Path):
@@ -436,7 +387,8 @@ def _died(out) -> str:
 def replay(package: Path, server, database: str, steps: str, running: bool = False, timeout: float = 30.0) -> dict:
     """Run `steps` ("r": an API request, "j": a job) in one fresh process: what happened at each step."""
     params = json.dumps({"package": str(package), "steps": steps, "running": running, "mode": "steps"})
-    out = _run(params, _env(server, database), timeout=timeout)
+    out = run_isolated(_CHILD.format(notebooks=str(NOTEBOOKS), params=params), timeout=timeout,
+                       env=_env(server, database))
     lines = out.stdout.splitlines()
     records = [json.loads(line[5:]) for line in lines if line.startswith("STEP ")]
     stored = [json.loads(line[7:]) for line in lines if line.startswith("STORED ")]
@@ -600,9 +552,10 @@ def _in_flight_child(service, jobs, tasks) -> None:
 def in_flight(package: Path, server, database: str, runs: int = 40, at_once: int = 2) -> list[dict]:
     """`runs` runs of the production shape, a process each, `at_once` at a time."""
     params = json.dumps({"package": str(package), "mode": "in_flight"})
+    code = _CHILD.format(notebooks=str(NOTEBOOKS), params=params)
 
     def one(_):
-        out = _run(params, _env(server, database))
+        out = run_isolated(code, timeout=30, env=_env(server, database))
         result = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         if out.crashed:
             return {"ended": "crashed", "signal": signal.Signals(-out.returncode).name}
@@ -677,7 +630,8 @@ def run_tests(code: str, package: Path, server, detail: bool = True) -> dict:
         try:
             _in_a_thread(lambda: _admin(server.with_database(database), SCHEMA))
             params = json.dumps({"package": str(package), "mode": "test", "code": code, "test": test})
-            out = _run(params, _env(server, database))
+            out = run_isolated(_CHILD.format(notebooks=str(NOTEBOOKS), params=params), timeout=30,
+                               env=_env(server, database))
             found = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
             results[test] = found[0] if found else f"FAILED: the process died ({_died(out)})"
         finally:

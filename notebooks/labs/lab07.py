@@ -166,13 +166,14 @@ def sample():
 
 def owed(workers, states):
     "Whether a ready worker consumes the task's queue and lists the task: a task it will run, however busy the machine."
-    queues, known = set(), set()
+    # A worker whose banner lists no tasks at all (or none read yet) is taken to know them all.
+    owes = []
     for w in workers:
         if any(l.endswith(" ready.") for l in w.lines):
-            queues |= w.queues() or set()
-            known |= set(banner_tasks(w))
+            owes.append((w.queues() or set(), set(banner_tasks(w))))
     names = [name for _, name, _, _ in SENDS] + ["schema.sync_source"] * API
-    return [app.amqp.router.route({}, name)["queue"].name in queues and name in known for name in names[:len(states)]]
+    return [any(app.amqp.router.route({}, name)["queue"].name in queues and (not known or name in known)
+                for queues, known in owes) for name in names[:len(states)]]
 
 def poll(seconds, workers, starting=(), tail=0.3, at_most=60.0):
     "Every task's state every EVERY s (every 10 ms in the first half second), for `seconds` (or until all are done and `tail` s more)."
