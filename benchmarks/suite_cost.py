@@ -52,6 +52,9 @@ GROUPS = [
     ("diagnosis", "tests.test_diagnosis"),
 ]
 BUDGET_PER_KATA = 60.0  # s of a stage's wall time
+# A kata's share, split by where it is spent (each as a share of the wall).
+KATA_PARTS = {"kata proofs": "proofs", "nbval (notebooks)": "nbval", "stay-true": "stay-true",
+              "browser stage": "browser", "other": "other"}
 
 
 @dataclass
@@ -106,41 +109,42 @@ def read(path: Path, katas) -> Run:
 
 
 def table(run: Run, katas, markdown: bool) -> str:
-    rows = [("", "tests", "work (s)", "share of the wall (s)")]
+    """Two tables: by group, then by kata (its share split by where it is spent)."""
+    groups = [("", "tests", "work (s)", "share of the wall (s)")]
     by_group, count = defaultdict(float), defaultdict(int)
     for c in run.cases:
         by_group[c.group] += c.seconds
         count[c.group] += 1
     for g in sorted(by_group, key=by_group.get, reverse=True):
-        rows.append((g, str(count[g]), f"{by_group[g]:.0f}", f"{run.share(by_group[g]):.0f}"))
-    rows.append(("whole run", str(len(run.cases)), f"{run.work:.0f}", f"{run.wall:.0f} (wall)"))
-    rows.append(("", "", "", ""))
-    rows.append(("kata", "tests", "work (s)", f"share of the wall (s), budget {BUDGET_PER_KATA:.0f}"))
+        groups.append((g, str(count[g]), f"{by_group[g]:.0f}", f"{run.share(by_group[g]):.0f}"))
+    groups.append(("whole run", str(len(run.cases)), f"{run.work:.0f}", f"{run.wall:.0f} (wall)"))
+    rows = [("kata", "tests", "work (s)", f"share of the wall (s), budget {BUDGET_PER_KATA:.0f}",
+             *(f"of it {label}" for label in KATA_PARTS.values()))]
     by_kata, kcount = defaultdict(float), defaultdict(int)
+    by_part = defaultdict(float)  # (kata, part): work
     for c in run.cases:
         if c.kata:
             by_kata[c.kata] += c.seconds
             kcount[c.kata] += 1
+            by_part[c.kata, c.group if c.group in KATA_PARTS else "other"] += c.seconds
     for k in katas:
         if k.id in by_kata:
             share = run.share(by_kata[k.id])
             rows.append((k.id, str(kcount[k.id]), f"{by_kata[k.id]:.0f}",
-                         f"{share:.0f}" + ("  OVER" if share > BUDGET_PER_KATA else "")))
-    return render(rows, markdown)
+                         f"{share:.0f}" + ("  OVER" if share > BUDGET_PER_KATA else ""),
+                         *(f"{run.share(by_part[k.id, part]):.0f}" for part in KATA_PARTS)))
+    return render(groups, markdown) + "\n\n" + render(rows, markdown)
 
 
 def render(rows, markdown: bool) -> str:
     if markdown:
         out = []
         for r in rows:
-            if not any(r):
-                out.append("")
-                continue
             out.append("| " + " | ".join(r) + " |")
             if r[0] in ("", "kata") and r[1] == "tests":
                 out.append("| " + " | ".join("---" for _ in r) + " |")
         return "\n".join(out)
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
                      for r in rows)
 

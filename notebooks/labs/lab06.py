@@ -635,8 +635,19 @@ def run_tests(code: str, package: Path, server, detail: bool = True) -> dict:
             found = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
             results[test] = found[0] if found else f"FAILED: the process died ({_died(out)})"
         finally:
-            _in_a_thread(lambda: _admin(server.dsn, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+            _drop(server, database)
     return results
+
+
+def _drop(server, database: str) -> None:
+    """Drop a test's database; once more on a new connection if the first one is lost on the way."""
+    import asyncpg
+
+    statement = f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'
+    try:
+        _in_a_thread(lambda: _admin(server.dsn, statement))
+    except (asyncpg.ConnectionDoesNotExistError, ConnectionError):
+        _in_a_thread(lambda: _admin(server.dsn, statement))
 
 
 # --- the twin: a global aiohttp session ---------------------------------------------

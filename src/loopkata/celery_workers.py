@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .scan.celery_routes import celery_args
 from .services import die_with_parent
+from .supervise import ended
 
 READY_TIMEOUT = 15.0
 # What makes a worker quick to start and stop; queue options are the deploy file's own.
@@ -54,13 +55,13 @@ class Worker:
         while time.monotonic() < deadline:
             if any(line.endswith(" ready.") for line in self.lines):
                 return
-            if self.process.poll() is not None:
+            if ended(self.process.pid) is not None:  # not reaped: stop() still kills our group, no other
                 self._reader.join(1)
                 break
             time.sleep(0.02)
         tail = "\n".join(f"    {line}" for line in self.lines[-6:]) or "    (nothing)"
         self.stop()
-        state = "exited" if self.process.returncode not in (None, -signal.SIGKILL) else "was not ready in time"
+        state = "exited" if self.process.returncode != -signal.SIGKILL else "was not ready in time"
         raise WorkerError(f"the worker started with `{self.command}` {state}; it printed:\n{tail}")
 
     def queues(self) -> set[str] | None:
@@ -76,9 +77,13 @@ class Worker:
         return found or None
 
     def stop(self) -> None:
-        """Kill the worker and everything in its process group at once (SIGTERM takes seconds)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        """Kill the worker and everything in its process group at once (SIGTERM takes seconds).
+
+        The worker is reaped only here, after the kill: a reaped pid is soon given to another
+        process, and a group kill by that id could stop a stranger (another test's server)."""
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
 
 

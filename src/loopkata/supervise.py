@@ -63,6 +63,17 @@ def _reap_all() -> None:
             return
 
 
+def ended(pid: int) -> int | None:
+    """How child `pid` ended (an exit code, or minus the signal), None while it runs; it stays unreaped."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return 0
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
 def _kill_everything(group: int) -> int:
     """Kill CMD's group and every process re-parented to us; how many besides CMD were alive."""
     left = set()
@@ -110,7 +121,7 @@ def main(argv: list[str]) -> int:
     passed_fds = tuple(int(fd) for fd in os.environ.get("LOOPKATA_PASS_FDS", "").split(",") if fd)
     child = subprocess.Popen(cmd, preexec_fn=limits, process_group=0, pass_fds=passed_fds)
     ends_at = time.monotonic() + deadline
-    status = None
+    status, pause = None, 0.001
     while status is None:
         if stop["why"] or os.getppid() != parent:
             stop["why"] = stop["why"] or "interrupted"
@@ -119,13 +130,13 @@ def main(argv: list[str]) -> int:
         if left <= 0:
             stop["why"] = "timed out"
             break
-        try:
-            status = child.wait(timeout=min(left, 0.05))
-        except subprocess.TimeoutExpired:
-            pass
+        status = ended(child.pid)
+        if status is None:
+            time.sleep(min(left, pause))
+            pause = min(pause * 2, 0.05)
+    # CMD is not reaped yet: until it is, no new process can be given its pid, so the group
+    # killed here is CMD's, never a stranger's that came to hold the same id.
     left_behind = _kill_everything(child.pid)
-    if status is None:
-        status = child.wait()
     record = {"event": "exit", "status": status, "stopped": stop["why"], "left_behind": left_behind,
               "subreaper": subreaper}
     os.write(status_fd, (json.dumps(record) + "\n").encode())

@@ -205,6 +205,18 @@ def question_problems(run) -> list[str]:
 
 # --- what every notebook must do when clicked -------------------------------
 
+# The kernel grades each press; beside a loaded suite its answer can take longer than a widget's 10 s.
+FEEDBACK_TIMEOUT = 30_000
+
+
+def _choose(option) -> None:
+    """Pick a radio option and see it picked before "Check my answer" is pressed: a click
+    that lands while the page still reflows the last feedback would grade the old choice."""
+    radio = option.locator("input[type=radio]")
+    radio.check()
+    _expect(radio).to_be_checked()
+
+
 def answer_questions(run) -> None:
     """Check with no answer, then guesses in order until right (or until the feedback names the answer)."""
     questions = run.page.locator(".loopkata-question")
@@ -217,20 +229,20 @@ def answer_questions(run) -> None:
         options = question.locator(".widget-radio-box label")
         for i in range(options.count()):  # guess in order: "not quite" lets you try again
             before = feedback.text_content() or ""
-            options.nth(i).click()
+            _choose(options.nth(i))
             button.click()
             # each answer gets new words ("try again", then the answer named, or "Right")
-            _expect(feedback).not_to_have_text(before)
+            _expect(feedback).not_to_have_text(before, timeout=FEEDBACK_TIMEOUT)
             _expect(feedback).to_contain_text(re.compile("Right|Not quite"))
             said = feedback.text_content()
             if "Right" in said:
                 break
             named = re.search(r"the answer is “(.+?)”", said)
             if named:  # after two wrong tries the answer is shown
-                question.locator(".widget-radio-box label", has_text=named.group(1)).first.click()
+                _choose(question.locator(".widget-radio-box label", has_text=named.group(1)).first)
                 button.click()
                 break
-        _expect(feedback).to_contain_text("✓ Right.")
+        _expect(feedback).to_contain_text("✓ Right.", timeout=FEEDBACK_TIMEOUT)
 
 
 def reveal_hints(run) -> None:
