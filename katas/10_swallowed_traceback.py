@@ -20,11 +20,13 @@ the log alone. Log every failed step exactly once, at ERROR, on this module's
 logger, naming the step, with the step's own exception attached to the log
 record, so that its message and its traceback (down to the line inside the
 step that raised it) reach every handler: a terminal, a JSON formatter, an
-error tracker. Every other step's output must still be returned, and the
-failed steps named in "failed". When the invocation runs out of time, handler
-raises TimeoutError, as it does now, and no step is logged as failed because
-of it. Keep `handler(event, context)` and the shapes of its event and of its
-answer: the tests call it.
+error tracker. A step that ends with a CancelledError of its own (the request
+it waits on was cancelled, say) has failed too. Every other step's output must
+still be returned, and the failed steps named in "failed". When the invocation
+runs out of time, handler raises TimeoutError, as it does now: the steps that
+had already failed by then are still logged, and no step is logged as failed
+because of the deadline. Keep `handler(event, context)` and the shapes of its
+event and of its answer: the tests call it.
 Run `loopkata check swallowed-traceback` to grade your fix.
 """
 import asyncio

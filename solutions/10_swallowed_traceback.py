@@ -24,10 +24,23 @@ SAFETY_MARGIN = 0.5  # seconds kept back to answer before Lambda stops the invoc
 
 
 async def run_layer(layer: dict) -> dict:
-    """Run one layer's steps at the same time: step name -> output, or the exception it raised."""
+    """Run one layer's steps at the same time: step name -> output, or the exception it raised.
+
+    Each failure is logged as soon as its layer has ended: if a later layer runs out of time,
+    the invocation ends with TimeoutError and never reaches summarize(), and these failures
+    must be in the log all the same."""
     names = list(layer)
-    outcomes = await asyncio.gather(*(layer[name]() for name in names), return_exceptions=True)
-    return dict(zip(names, outcomes))
+    outcomes = dict(zip(names, await asyncio.gather(*(layer[name]() for name in names), return_exceptions=True)))
+    for name, outcome in outcomes.items():
+        if isinstance(outcome, BaseException):  # CancelledError too: a step cancelled on its own has failed
+            # gather(..., return_exceptions=True) handed the exception back as a value:
+            # no `except` block is running here, so log.exception() would find no
+            # exception to log (it prints "NoneType: None"). Attach the exception
+            # itself: the record then carries its message and its traceback, and
+            # exc.__traceback__ still holds the frames inside the step, down to the
+            # line that raised.
+            log.error("step %s failed: %s: %s", name, type(outcome).__name__, outcome, exc_info=outcome)
+    return outcomes
 
 
 async def run_workflow(layers: list) -> dict:
@@ -39,17 +52,10 @@ async def run_workflow(layers: list) -> dict:
 
 
 def summarize(outcomes: dict) -> dict:
-    """The invocation's answer: the outputs, and the names of the steps that failed."""
+    """The invocation's answer: the outputs, and the names of the steps that failed (logged by run_layer)."""
     outputs, failed = {}, []
     for name, outcome in outcomes.items():
         if isinstance(outcome, BaseException):
-            # gather(..., return_exceptions=True) handed the exception back as a value:
-            # no `except` block is running here, so log.exception() would find no
-            # exception to log (it prints "NoneType: None"). Attach the exception
-            # itself: the record then carries its message and its traceback, and
-            # exc.__traceback__ still holds the frames inside the step, down to the
-            # line that raised.
-            log.error("step %s failed: %s: %s", name, type(outcome).__name__, outcome, exc_info=outcome)
             failed.append(name)
         else:
             outputs[name] = outcome

@@ -1,9 +1,11 @@
 """The harness of notebook 06 (The pooled connection that belongs to another loop).
 
 The orders service and its jobs run against a real PostgreSQL server (the one
-`loopkata.services.postgres()` starts on 127.0.0.1), always in a fresh Python
-process through `run_isolated`: two threads inside one asyncpg connection can
-kill the interpreter, and that must never be the notebook's kernel.
+`loopkata.services.postgres()` starts on 127.0.0.1), always in a process of its
+own: a fresh Python through `run_isolated`, or for the forty runs of `in_flight`
+a process forked from a server that imported asyncpg and SQLAlchemy once. Two
+threads inside one asyncpg connection can kill the interpreter, and that must
+never be the notebook's kernel.
 
 - `fresh_database(server)`: a new database with the kata's two tables, dropped
   when the kernel exits. Admin work runs on a thread of its own, because the
@@ -44,16 +46,21 @@ import atexit
 import concurrent.futures
 import itertools
 import json
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 from loopkata import run_isolated
+from loopkata.repro import Outcome
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 ROOT = NOTEBOOKS.parent
@@ -217,6 +224,70 @@ sys.path.insert(0, {notebooks!r})
 from labs.lab06 import _child
 _child({params!r})
 """
+
+# The forty runs of `in_flight` are forked from a fork server that imported asyncpg and
+# SQLAlchemy once: those imports are most of a fresh interpreter's start-up. The service's
+# package is loaded afresh in each run; a run that crashes or hangs takes only its own
+# process, which is killed at its deadline with anything it started.
+_PRELOAD = ["asyncio", "asyncpg", "sqlalchemy", "sqlalchemy.ext.asyncio", "labs.lab06"]
+_FORKS = multiprocessing.get_context("forkserver")
+_starting = threading.Lock()
+
+
+def _forked_child(params: str, env: dict, out: str, err: str) -> None:
+    os.setsid()  # a group of its own, killed whole at the end
+    for fd, path in ((1, out), (2, err)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - line by line: the run ends with os._exit
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    os.environ.update(env)
+    _child(params)
+
+
+def _forked_run(params: str, env: dict, timeout: float = 30.0) -> Outcome:
+    """Run the child's scenario `params` in a process forked from the fork server; what it printed and how it ended."""
+    with tempfile.TemporaryDirectory(prefix="loopkata-nb06-") as tmp:
+        out, err = Path(tmp, "out"), Path(tmp, "err")
+        with _starting:
+            _FORKS.set_forkserver_preload(_PRELOAD)
+            child = _FORKS.Process(target=_forked_child, args=(params, env, str(out), str(err)), daemon=False)
+            child.start()
+        try:
+            child.join(timeout)
+            hung = child.exitcode is None
+        finally:
+            _kill_group_of(child)
+            child.join()
+        text = [p.read_text(errors="replace") if p.exists() else "" for p in (out, err)]
+    return Outcome(stdout=text[0], stderr=text[1], returncode=None if hung else child.exitcode)
+
+
+def _kill_group_of(child) -> None:
+    """Kill the group the run's process led, with all it started. An ended run was reaped by the
+    fork server at once, and its id may lead a new group by now: then ours is empty (setsid
+    refuses an id a group still holds), and a group kill would stop a stranger."""
+    if child.exitcode is not None:
+        try:
+            if os.getpgid(child.pid) == child.pid:
+                return
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop_fork_server() -> None:
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)  # private, present on 3.11-3.13; without it the server exits with us
+    if stop is not None:
+        stop()
+
+
+atexit.register(_stop_fork_server)
 
 
 def _load(package: Path):
@@ -552,10 +623,9 @@ def _in_flight_child(service, jobs, tasks) -> None:
 def in_flight(package: Path, server, database: str, runs: int = 40, at_once: int = 2) -> list[dict]:
     """`runs` runs of the production shape, a process each, `at_once` at a time."""
     params = json.dumps({"package": str(package), "mode": "in_flight"})
-    code = _CHILD.format(notebooks=str(NOTEBOOKS), params=params)
 
     def one(_):
-        out = run_isolated(code, timeout=30, env=_env(server, database))
+        out = _forked_run(params, _env(server, database))
         result = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         if out.crashed:
             return {"ended": "crashed", "signal": signal.Signals(-out.returncode).name}
@@ -640,14 +710,19 @@ def run_tests(code: str, package: Path, server, detail: bool = True) -> dict:
 
 
 def _drop(server, database: str) -> None:
-    """Drop a test's database; once more on a new connection if the first one is lost on the way."""
+    """Drop a test's database; again on a new connection if one is lost on the way (a server that
+    restarts its processes after one of them died closes every connection, and is back in moments)."""
     import asyncpg
 
     statement = f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'
-    try:
-        _in_a_thread(lambda: _admin(server.dsn, statement))
-    except (asyncpg.ConnectionDoesNotExistError, ConnectionError):
-        _in_a_thread(lambda: _admin(server.dsn, statement))
+    for attempt in range(3):
+        try:
+            _in_a_thread(lambda: _admin(server.dsn, statement))
+            return
+        except (asyncpg.ConnectionDoesNotExistError, asyncpg.CannotConnectNowError, ConnectionError):
+            if attempt == 2:
+                raise
+            time.sleep(1.0)
 
 
 # --- the twin: a global aiohttp session ---------------------------------------------

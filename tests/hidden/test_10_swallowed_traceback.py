@@ -12,6 +12,7 @@ show it. A record's logger name says which logger made it: the module's own
 (`logging.getLogger(__name__)`, named after the module) or another one.
 """
 import asyncio
+import json
 import logging
 import time
 
@@ -31,6 +32,14 @@ async def read_vendor_block(receipt: str) -> str:
 async def parse_line_total(receipt: str) -> str:
     await asyncio.sleep(0)
     raise ValueError("line total is not a number: '12,5O'")
+
+
+async def read_with_the_upload_cancelled(receipt: str) -> str:
+    # The vision model's client gave up on the upload: the request the step waits on is cancelled,
+    # and the step ends with CancelledError of its own, while the invocation still has time.
+    upload = asyncio.ensure_future(asyncio.sleep(10))
+    asyncio.get_running_loop().call_later(0.001, upload.cancel)
+    return await upload
 
 
 async def extract_fields(receipt: str, reader) -> str:
@@ -59,7 +68,8 @@ class Failure:
 class Workflow:
     """Layers of receipt steps; `failing` maps a step name to the function it fails in."""
 
-    def __init__(self, sizes: list[int], failing: dict[str, object], slow: int = 0, slow_seconds: float = 0.0):
+    def __init__(self, sizes: list[int], failing: dict[str, object], slow: int = 0, slow_seconds: float = 0.0,
+                 slow_layer: int = 0):
         self.failures = {name: Failure(name, inner) for name, inner in failing.items()}
         self.expected: dict[str, str] = {}
         self.slow = [f"slow-{i + 1}" for i in range(slow)]
@@ -77,7 +87,7 @@ class Workflow:
                     self.expected[name] = f"{name}: 3 fields"
             self.layers.append(layer)
         for name in self.slow:
-            self.layers[0][name] = self._sleeper(name, slow_seconds)
+            self.layers[slow_layer][name] = self._sleeper(name, slow_seconds)
 
     def _step(self, name: str):
         failure = self.failures.get(name)
@@ -88,7 +98,7 @@ class Workflow:
                 return f"{name}: 3 fields"
             try:
                 return await extract_fields(name, failure.inner)
-            except Exception as exc:
+            except BaseException as exc:  # CancelledError too: a step that ends cancelled has failed
                 failure.exc = exc
                 raise
 
@@ -164,7 +174,7 @@ def invoke(kata, workflow: Workflow, remaining_ms: int = 60_000):
     with Records() as log:
         try:
             answer = run_bounded(kata.handler, workflow.event, Context(remaining_ms), what="the invocation")
-        except Exception as exc:  # noqa: BLE001 - each test says what it expected instead
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - each test says what it expected instead
             error = exc
     return answer, error, log.records
 
@@ -402,4 +412,72 @@ def test_a_timeout_is_not_logged_as_a_step_failure(kata):
         )
     finally:
         with Records():  # whatever the leftovers log as they stop goes to this handler, not to stderr
+            workflow.stop_leftovers()
+
+
+def test_a_cancelled_step_is_a_failure(kata):
+    """a step that ends cancelled, while the invocation still has time, is a failed step: logged, named in "failed", not an output"""
+    workflow = Workflow([12], {"receipt-05": read_with_the_upload_cancelled})
+    answer, error, records = invoke(kata, workflow)
+    how = ("calling handler directly with 12 steps, one of which (receipt-05) ends with CancelledError because the "
+           "request it waits on was cancelled, 1 ms in, while the invocation had 60 s left")
+    if error is not None:
+        raise AssertionError(f"expected handler to return its answer, {how}, but it raised "
+                             f"{type(error).__name__}: {error}") from error
+    outputs = dict(answer.get("outputs", {})) if isinstance(answer, dict) else {}
+    failed = list(answer.get("failed", ())) if isinstance(answer, dict) else []
+    assert "receipt-05" not in outputs, (
+        f"expected the cancelled step to be no output, {how}, but \"outputs\" holds receipt-05: "
+        f"{outputs['receipt-05']!r} (an exception is not an output: CancelledError is a BaseException, "
+        "not an Exception)"
+    )
+    assert "receipt-05" in failed, f'expected "failed" to name receipt-05, {how}, got {failed!r}'
+    lost = [name for name in workflow.expected if outputs.get(name) != workflow.expected[name]]
+    assert not lost, f"expected the other 11 steps' outputs, {how}, but {', '.join(lost)} are missing"
+    failure = workflow.failures["receipt-05"]
+    mine = [r for r in warnings_and_above(records) if about(r, failure, workflow)]
+    assert any(r.levelno >= logging.ERROR and from_own_logger(r, kata) for r in mine), (
+        f"expected the cancelled step receipt-05 to be logged at ERROR on the module's own logger, naming it, "
+        f"{how}, but the log showed:{shown(warnings_and_above(records))}"
+    )
+    try:
+        json.dumps(answer)
+    except (TypeError, ValueError) as exc:
+        raise AssertionError(f"expected the answer to be JSON, as Lambda sends it back, {how}, but "
+                             f"json.dumps(answer) failed: {exc}") from None
+
+
+def test_failures_before_the_deadline_are_still_logged(kata):
+    """when a later layer runs out of time, the steps that had already failed in an earlier layer are still logged, with their tracebacks"""
+    workflow = Workflow([6, 2], {"receipt-03": parse_line_total}, slow=2, slow_seconds=5.0, slow_layer=1)
+    # 0.8 s left: with the starter's 0.5 s safety margin the deadline falls 0.3 s in, while the second
+    # layer's slow steps run; receipt-03 failed in the first layer, about 0.01 s in.
+    answer, error, records = invoke(kata, workflow, remaining_ms=800)
+    how = ("calling handler with 0.8 s left, a first layer of 6 steps where receipt-03 fails at once, and a second "
+           "layer with 2 steps that take 5 s")
+    try:
+        assert isinstance(error, TimeoutError), (
+            f"expected the deadline to end the invocation with TimeoutError, {how}, but "
+            + (f"it raised {type(error).__name__}: {error}" if error is not None else f"handler returned {answer!r}")
+        )
+        failure = workflow.failures["receipt-03"]
+        assert failure.exc is not None, f"expected receipt-03 to run and fail, {how}, but it never ran"
+        logged = warnings_and_above(records)
+        carrying = [r for r in logged if carries(r, failure.exc)]
+        assert carrying, (
+            f"expected receipt-03's failure, which happened well before the deadline, to be logged with its "
+            f"exception attached (exc_info), {how}: an on-call engineer reads the log of a timed-out invocation "
+            f"first; the log showed:{shown(logged)}"
+        )
+        assert len([r for r in logged if about(r, failure, workflow)]) == 1, (
+            f"expected receipt-03's failure to be logged once, {how}, but the log showed:{shown(logged)}"
+        )
+        cancellations = [r for r in logged if (r.exc_info and isinstance(r.exc_info[1], asyncio.CancelledError))
+                         or "CancelledError" in r.getMessage()]
+        assert not cancellations, (
+            f"expected no step to be logged as failed because of the deadline, {how}, but "
+            f"{len(cancellations)} records logged a CancelledError:{shown(cancellations[:3])}"
+        )
+    finally:
+        with Records():
             workflow.stop_leftovers()

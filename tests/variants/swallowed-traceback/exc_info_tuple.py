@@ -17,6 +17,9 @@ async def run_layer(layer: dict) -> dict:
     """Run one layer's steps at the same time: step name -> output, or the exception it raised."""
     names = list(layer)
     outcomes = await asyncio.gather(*(layer[name]() for name in names), return_exceptions=True)
+    for name, outcome in zip(names, outcomes):
+        if isinstance(outcome, BaseException):  # logged now: a later layer may run out of time
+            log.error("step %s failed", name, exc_info=(type(outcome), outcome, outcome.__traceback__))
     return dict(zip(names, outcomes))
 
 
@@ -33,7 +36,6 @@ def summarize(outcomes: dict) -> dict:
     outputs, failed = {}, []
     for name, outcome in outcomes.items():
         if isinstance(outcome, BaseException):
-            log.error("step %s failed", name, exc_info=(type(outcome), outcome, outcome.__traceback__))
             failed.append(name)
         else:
             outputs[name] = outcome

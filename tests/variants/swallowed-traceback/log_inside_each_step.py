@@ -3,8 +3,10 @@
 There the exception is being handled, so log.exception() finds it and the
 record carries the traceback. The step raises it on, so the gather still
 hands it back as the step's result, and the runner only counts it: the old
-log line after the gather is gone, so each failure is logged once. Only
-Exception is caught: a cancellation passes through, unlogged.
+log line after the gather is gone, so each failure is logged once, as it
+happens. A CancelledError is logged only when it is the step's own (the
+request it waited on was cancelled); when the deadline cancels the step's
+task, Task.cancelling() says so and it passes through, unlogged.
 """
 import asyncio
 import logging
@@ -18,6 +20,10 @@ async def run_step(name: str, step):
     """One step; a failure is logged here, where its exception is being handled, then raised on."""
     try:
         return await step()
+    except asyncio.CancelledError:
+        if not asyncio.current_task().cancelling():  # the step's own, not the deadline cancelling us
+            log.exception("step %s failed", name)
+        raise
     except Exception:
         log.exception("step %s failed", name)
         raise

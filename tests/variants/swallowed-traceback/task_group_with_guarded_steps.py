@@ -1,10 +1,11 @@
 """Variant: an asyncio.TaskGroup whose steps catch and log their own failures, so that none escapes.
 
 A TaskGroup cancels the other tasks when one of them raises. Here no step
-raises: each catches Exception, logs it inside its except block with
-log.exception(), and returns it as its outcome. The group then only waits
-for every step, and a cancellation of the invocation (not an Exception)
-still cancels the group and propagates.
+raises: each catches Exception, and a CancelledError of its own, logs it
+inside its except block with log.exception(), and returns it as its outcome.
+The group then only waits for every step. A cancellation of the invocation
+(Task.cancelling() is then non-zero) is passed on: it still cancels the group
+and propagates.
 """
 import asyncio
 import logging
@@ -18,6 +19,11 @@ async def run_step(name: str, step):
     """One step; a failure is logged here, where its exception is being handled, and becomes the outcome."""
     try:
         return await step()
+    except asyncio.CancelledError as exc:
+        if asyncio.current_task().cancelling():  # the deadline (or the group) cancelling us: pass it on
+            raise
+        log.exception("step %s failed", name)  # the step's own: it has failed
+        return exc
     except Exception as exc:
         log.exception("step %s failed", name)
         return exc

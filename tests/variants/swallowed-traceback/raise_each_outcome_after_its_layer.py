@@ -1,11 +1,12 @@
-"""Variant: in summarize, raise each failed outcome again inside a try, and log it with log.exception().
+"""Variant: as each layer ends, raise each failed outcome again inside a try, and log it with log.exception().
 
 Raising the exception the gather handed back makes it the exception being
 handled, so log.exception() in the except block finds it and the record
-carries it, traceback and all (the raise adds summarize's own frame to it,
-in front of the step's). Catching BaseException is harmless here: summarize
-only ever sees what the gather returned, and a deadline cancels the gather
-itself, which raises, so summarize never runs on a cancellation.
+carries it, traceback and all (the raise adds run_workflow's own frame to it,
+in front of the step's). It happens after each layer, not in summarize(): a
+later layer that runs out of time ends the invocation before summarize()
+runs. Catching BaseException is harmless here: the loop only ever sees what
+the gather returned, and a deadline cancels the gather itself, which raises.
 """
 import asyncio
 import logging
@@ -26,21 +27,25 @@ async def run_workflow(layers: list) -> dict:
     """Run the layers one after another: step name -> output, or the exception it raised."""
     outcomes = {}
     for layer in layers:
-        outcomes.update(await run_layer(layer))
+        done = await run_layer(layer)
+        for name, outcome in done.items():
+            try:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            except BaseException:
+                log.exception("step %s failed", name)
+        outcomes.update(done)
     return outcomes
 
 
 def summarize(outcomes: dict) -> dict:
-    """The invocation's answer: the outputs, and the names of the steps that failed."""
+    """The invocation's answer: the outputs, and the names of the steps that failed (already logged)."""
     outputs, failed = {}, []
     for name, outcome in outcomes.items():
-        try:
-            if isinstance(outcome, BaseException):
-                raise outcome
-            outputs[name] = outcome
-        except BaseException:
-            log.exception("step %s failed", name)
+        if isinstance(outcome, BaseException):
             failed.append(name)
+        else:
+            outputs[name] = outcome
     return {"outputs": outputs, "failed": failed}
 
 
