@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from .scan.celery_routes import celery_args
@@ -32,10 +33,45 @@ class WorkerError(Exception):
 
 
 def broker_env(folder: Path) -> dict:
-    """The environment that points an app at a broker: $CELERY_BROKER_URL, else files in `folder`."""
+    """The environment that points an app at a broker: $CELERY_BROKER_URL, else files in `folder`.
+
+    For the broker of files, messages this process publishes are written whole before they
+    appear in the folder (see `publish_whole_files`)."""
     if os.environ.get("CELERY_BROKER_URL"):
         return {}
+    publish_whole_files()
     return {"CELERY_BROKER_URL": "filesystem://", "CELERY_BROKER_FOLDER": str(folder), "CELERY_RESULT_BACKEND": ""}
+
+
+def publish_whole_files() -> None:
+    """Make kombu's broker of files publish each message atomically, in this process.
+
+    kombu creates a message's file under its final name and writes it afterwards; a worker
+    polling the folder at that moment takes the empty file, fails to decode it and drops the
+    message, whose task then stays PENDING for ever. On a busy machine that window is wide
+    enough to lose tasks now and then. A real broker hands over whole messages: here the file
+    is written under a name no queue matches, then renamed into place."""
+    try:
+        from kombu.transport import filesystem
+    except ImportError:
+        return
+    channel = filesystem.Channel
+    if getattr(channel._put, "whole_files", False):
+        return
+
+    def _put(self, queue, payload, **kwargs):
+        name = f"{int(round(time.monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
+        final = os.path.join(self.data_folder_out, name)
+        partial = os.path.join(self.data_folder_out, f".partial-{name}")  # "partial-...": no queue's name
+        try:
+            with open(partial, "wb") as f:
+                f.write(filesystem.str_to_bytes(filesystem.dumps(payload)))
+            os.replace(partial, final)
+        except OSError as exc:
+            raise filesystem.ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+    _put.whole_files = True
+    channel._put = _put
 
 
 class Worker:
