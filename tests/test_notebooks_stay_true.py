@@ -9,6 +9,7 @@ grade the learner's copy, or open once it is solved, may differ.
 import configparser
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -50,9 +51,19 @@ def text_of(outputs, rules) -> str:
 
 
 @pytest.fixture(scope="module")
-def solved_project(tmp_path_factory):
-    """A copy of the project with every kata solved (solutions/ copied over katas/)."""
-    root = tmp_path_factory.mktemp("solved") / "project"
+def solved_project():
+    """A copy of the project with every kata solved (solutions/ copied over katas/).
+
+    Not under pytest's own temporary folder: any pytest process that starts (a check's
+    grading run, say) takes group and other access off /tmp/pytest-of-<user>, and the
+    PostgreSQL a notebook starts in the copy runs as another user when we are root: it
+    would lose its own data folder in the middle of a query (PANIC, "Permission denied")."""
+    with tempfile.TemporaryDirectory(prefix="loopkata-solved-", ignore_cleanup_errors=True) as tmp:
+        yield _solved_copy(Path(tmp) / "project")
+
+
+def _solved_copy(root: Path) -> Path:
+    """Copy the project to `root`, with each kata's reference fix in katas/."""
     for part in ("katas", "solutions", "tests", "notebooks"):
         shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     if (ROOT / ".git").exists():

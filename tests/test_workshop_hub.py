@@ -92,6 +92,13 @@ class Room:
     def home(self, user: str) -> Path:
         return self.state / "homes" / user
 
+    def ports_taken(self) -> int:
+        """How many single-user servers so far could not start because their port was taken."""
+        try:
+            return self.log_path.read_text(errors="replace").count("could not be started because port")
+        except OSError:
+            return 0
+
     def log_tail(self, lines: int = 30) -> str:
         try:
             text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
@@ -294,19 +301,31 @@ async def _workshop(room: Room, repo: str, branch: str, times: dict) -> dict[str
             assert r.status_code == 201, f"a token for {name} answered {r.status_code}: {r.text}"
             learners[name] = Learner(room, http, name, r.json()["token"])
 
-        async def ready(name: str) -> None:
-            # The hub answers this POST only once the server is up or after its slow_spawn_timeout,
-            # so the three go out at once.
-            room.spawned.append(name)
+        async def spawned(name: str) -> str:
+            """'' once the server is up, else why not."""
             r = await http.post(f"/hub/api/users/{name}/server", headers=service)
-            assert r.status_code in (201, 202), f"starting {name}'s server answered {r.status_code}: {r.text}"
+            if r.status_code not in (201, 202):
+                return f"starting {name}'s server answered {r.status_code}: {r.text}"
             while True:
                 r = await http.get(f"/hub/api/users/{name}", headers=service)
                 server = r.json().get("servers", {}).get("")
                 if server and server.get("ready"):
-                    break
-                assert server, f"{name}'s server failed to start; the hub log ends:\n{room.log_tail()}"
+                    return ""
+                if not server:
+                    return f"{name}'s server failed to start; the hub log ends:\n{room.log_tail()}"
                 await asyncio.sleep(0.2)
+
+        async def ready(name: str) -> None:
+            # The hub answers this POST only once the server is up or after its slow_spawn_timeout,
+            # so the three go out at once.
+            room.spawned.append(name)
+            taken = room.ports_taken()
+            failed = await spawned(name)
+            # The spawner picks a free port, which another process can bind before the server does
+            # ("port N is not available"): as a learner would, start it once more; nothing else is retried.
+            if failed and room.ports_taken() > taken:
+                failed = await spawned(name)
+            assert not failed, failed
             r = await http.get(f"/user/{name}/api/status", headers=learners[name].headers)
             assert r.status_code == 200, f"{name}'s server answered {r.status_code} through the proxy"
 
