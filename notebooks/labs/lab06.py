@@ -55,7 +55,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -710,19 +709,7 @@ def run_tests(code: str, package: Path, server, detail: bool = True) -> dict:
 
 
 def _drop(server, database: str) -> None:
-    """Drop a test's database; again on a new connection if one is lost on the way (a server that
-    restarts its processes after one of them died closes every connection, and is back in moments)."""
-    import asyncpg
-
-    statement = f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'
-    for attempt in range(3):
-        try:
-            _in_a_thread(lambda: _admin(server.dsn, statement))
-            return
-        except (asyncpg.ConnectionDoesNotExistError, asyncpg.CannotConnectNowError, ConnectionError):
-            if attempt == 2:
-                raise
-            time.sleep(1.0)
+    _in_a_thread(lambda: _admin(server.dsn, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
 
 
 # --- the twin: a global aiohttp session ---------------------------------------------

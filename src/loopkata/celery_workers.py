@@ -60,7 +60,7 @@ def publish_whole_files() -> None:
         return
 
     def _put(self, queue, payload, **kwargs):
-        name = f"{int(round(time.monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
+        name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
         partial = os.path.join(self.data_folder_out, f".partial-{name}")  # "partial-...": no queue's name
         try:
