@@ -23,24 +23,34 @@ log = logging.getLogger(__name__)
 SAFETY_MARGIN = 0.5  # seconds kept back to answer before Lambda stops the invocation
 
 
-async def run_layer(layer: dict) -> dict:
-    """Run one layer's steps at the same time: step name -> output, or the exception it raised.
+async def run_step(name: str, step, layer: asyncio.Task):
+    """One step: its output, or the exception it ended with, logged the moment it fails.
 
-    Each failure is logged as soon as its layer has ended: if a later layer runs out of time,
-    the invocation ends with TimeoutError and never reaches summarize(), and these failures
-    must be in the log all the same."""
-    names = list(layer)
-    outcomes = dict(zip(names, await asyncio.gather(*(layer[name]() for name in names), return_exceptions=True)))
-    for name, outcome in outcomes.items():
-        if isinstance(outcome, BaseException):  # CancelledError too: a step cancelled on its own has failed
-            # gather(..., return_exceptions=True) handed the exception back as a value:
-            # no `except` block is running here, so log.exception() would find no
-            # exception to log (it prints "NoneType: None"). Attach the exception
-            # itself: the record then carries its message and its traceback, and
-            # exc.__traceback__ still holds the frames inside the step, down to the
-            # line that raised.
-            log.error("step %s failed: %s: %s", name, type(outcome).__name__, outcome, exc_info=outcome)
-    return outcomes
+    Logged here, not after the gather: when the deadline falls while a layer runs, the
+    gather never returns, and a step that failed a moment before must be in the log all
+    the same. `layer` is the task running the layer: while the deadline cancels it, its
+    cancelling() count is above zero, and a step's CancelledError is the deadline's doing."""
+    # Inside the except block the step's exception is the one being handled, so log.exception()
+    # attaches it: the record carries its message and its traceback, down to the line inside the
+    # step that raised, whichever handler reads it.
+    try:
+        return await step()
+    except asyncio.CancelledError as exc:
+        if layer.cancelling():
+            raise
+        # the step's own (the request it waited on was cancelled): a failure like any other
+        log.exception("step %s failed: %s: %s", name, type(exc).__name__, exc)
+        return exc
+    except Exception as exc:
+        log.exception("step %s failed: %s: %s", name, type(exc).__name__, exc)
+        return exc
+
+
+async def run_layer(layer: dict) -> dict:
+    """Run one layer's steps at the same time: step name -> output, or the exception it raised."""
+    names, here = list(layer), asyncio.current_task()
+    outcomes = await asyncio.gather(*(run_step(name, layer[name], here) for name in names), return_exceptions=True)
+    return dict(zip(names, outcomes))
 
 
 async def run_workflow(layers: list) -> dict:
@@ -52,7 +62,7 @@ async def run_workflow(layers: list) -> dict:
 
 
 def summarize(outcomes: dict) -> dict:
-    """The invocation's answer: the outputs, and the names of the steps that failed (logged by run_layer)."""
+    """The invocation's answer: the outputs, and the names of the steps that failed (each logged by run_step)."""
     outputs, failed = {}, []
     for name, outcome in outcomes.items():
         if isinstance(outcome, BaseException):

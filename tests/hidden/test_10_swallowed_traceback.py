@@ -448,36 +448,41 @@ def test_a_cancelled_step_is_a_failure(kata):
 
 
 def test_failures_before_the_deadline_are_still_logged(kata):
-    """when a later layer runs out of time, the steps that had already failed in an earlier layer are still logged, with their tracebacks"""
-    workflow = Workflow([6, 2], {"receipt-03": parse_line_total}, slow=2, slow_seconds=5.0, slow_layer=1)
-    # 0.8 s left: with the starter's 0.5 s safety margin the deadline falls 0.3 s in, while the second
-    # layer's slow steps run; receipt-03 failed in the first layer, about 0.01 s in.
-    answer, error, records = invoke(kata, workflow, remaining_ms=800)
-    how = ("calling handler with 0.8 s left, a first layer of 6 steps where receipt-03 fails at once, and a second "
-           "layer with 2 steps that take 5 s")
-    try:
-        assert isinstance(error, TimeoutError), (
-            f"expected the deadline to end the invocation with TimeoutError, {how}, but "
-            + (f"it raised {type(error).__name__}: {error}" if error is not None else f"handler returned {answer!r}")
-        )
-        failure = workflow.failures["receipt-03"]
-        assert failure.exc is not None, f"expected receipt-03 to run and fail, {how}, but it never ran"
-        logged = warnings_and_above(records)
-        carrying = [r for r in logged if carries(r, failure.exc)]
-        assert carrying, (
-            f"expected receipt-03's failure, which happened well before the deadline, to be logged with its "
-            f"exception attached (exc_info), {how}: an on-call engineer reads the log of a timed-out invocation "
-            f"first; the log showed:{shown(logged)}"
-        )
-        assert len([r for r in logged if about(r, failure, workflow)]) == 1, (
-            f"expected receipt-03's failure to be logged once, {how}, but the log showed:{shown(logged)}"
-        )
-        cancellations = [r for r in logged if (r.exc_info and isinstance(r.exc_info[1], asyncio.CancelledError))
-                         or "CancelledError" in r.getMessage()]
-        assert not cancellations, (
-            f"expected no step to be logged as failed because of the deadline, {how}, but "
-            f"{len(cancellations)} records logged a CancelledError:{shown(cancellations[:3])}"
-        )
-    finally:
-        with Records():
-            workflow.stop_leftovers()
+    """when the deadline ends an invocation, the steps that had already failed are still logged, with their tracebacks"""
+    # 0.8 s left: with the starter's 0.5 s safety margin the deadline falls 0.3 s in, while 2 slow steps
+    # run; receipt-03 fails at once, about 0.01 s in: in the layer before theirs, or beside them.
+    cases = {
+        "a first layer of 6 steps where receipt-03 fails at once, and a second layer with 2 steps that take 5 s":
+            Workflow([6, 2], {"receipt-03": parse_line_total}, slow=2, slow_seconds=5.0, slow_layer=1),
+        "one layer of 6 steps where receipt-03 fails at once, beside 2 steps that take 5 s":
+            Workflow([6], {"receipt-03": parse_line_total}, slow=2, slow_seconds=5.0, slow_layer=0),
+    }
+    for layout, workflow in cases.items():
+        how = f"calling handler with 0.8 s left, {layout}"
+        answer, error, records = invoke(kata, workflow, remaining_ms=800)
+        try:
+            assert isinstance(error, TimeoutError), (
+                f"expected the deadline to end the invocation with TimeoutError, {how}, but "
+                + (f"it raised {type(error).__name__}: {error}" if error is not None else f"handler returned {answer!r}")
+            )
+            failure = workflow.failures["receipt-03"]
+            assert failure.exc is not None, f"expected receipt-03 to run and fail, {how}, but it never ran"
+            logged = warnings_and_above(records)
+            carrying = [r for r in logged if carries(r, failure.exc)]
+            assert carrying, (
+                f"expected receipt-03's failure, which happened well before the deadline, to be logged with its "
+                f"exception attached (exc_info), {how}: an on-call engineer reads the log of a timed-out invocation "
+                f"first; the log showed:{shown(logged)}"
+            )
+            assert len([r for r in logged if about(r, failure, workflow)]) == 1, (
+                f"expected receipt-03's failure to be logged once, {how}, but the log showed:{shown(logged)}"
+            )
+            cancellations = [r for r in logged if (r.exc_info and isinstance(r.exc_info[1], asyncio.CancelledError))
+                             or "CancelledError" in r.getMessage()]
+            assert not cancellations, (
+                f"expected no step to be logged as failed because of the deadline, {how}, but "
+                f"{len(cancellations)} records logged a CancelledError:{shown(cancellations[:3])}"
+            )
+        finally:
+            with Records():
+                workflow.stop_leftovers()

@@ -1,9 +1,11 @@
-"""Variant: after the gather, log each failure with the classic exc_info triple (type, value, traceback).
+"""Variant: each step's failure logged where it happens, with the classic exc_info triple (type, value, traceback).
 
-This is what sys.exc_info() would have returned inside an except block, built
-by hand from the value gather handed back: its traceback is still on
-exc.__traceback__. The record carries the exception exactly as exc_info=exc
-would.
+This is what sys.exc_info() returns inside the except block, written out by
+hand: the record carries the exception exactly as exc_info=exc would. Each
+step runs in a wrapper that logs its failure at once, so a failure is logged
+even when the deadline later cancels the gather of its layer. A CancelledError
+is the step's own unless the task running the layer is being cancelled (its
+cancelling() count is above zero): then the deadline is passed on, unlogged.
 """
 import asyncio
 import logging
@@ -13,13 +15,22 @@ log = logging.getLogger(__name__)
 SAFETY_MARGIN = 0.5  # seconds kept back to answer before Lambda stops the invocation
 
 
+async def guarded(name: str, step, layer: asyncio.Task):
+    """A step's output, or the exception it ended with, logged as it happens."""
+    try:
+        return await step()
+    except (Exception, asyncio.CancelledError) as exc:
+        if isinstance(exc, asyncio.CancelledError) and layer.cancelling():
+            raise  # the deadline, cancelling the invocation
+        log.error("step %s failed", name, exc_info=(type(exc), exc, exc.__traceback__))
+        return exc
+
+
 async def run_layer(layer: dict) -> dict:
     """Run one layer's steps at the same time: step name -> output, or the exception it raised."""
     names = list(layer)
-    outcomes = await asyncio.gather(*(layer[name]() for name in names), return_exceptions=True)
-    for name, outcome in zip(names, outcomes):
-        if isinstance(outcome, BaseException):  # logged now: a later layer may run out of time
-            log.error("step %s failed", name, exc_info=(type(outcome), outcome, outcome.__traceback__))
+    me = asyncio.current_task()
+    outcomes = await asyncio.gather(*(guarded(name, layer[name], me) for name in names), return_exceptions=True)
     return dict(zip(names, outcomes))
 
 
