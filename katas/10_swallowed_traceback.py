@@ -25,8 +25,10 @@ it waits on was cancelled, say) has failed too. Every other step's output must
 still be returned, and the failed steps named in "failed". When the invocation
 runs out of time, handler raises TimeoutError, as it does now: the steps that
 had already failed by then are still logged, and no step is logged as failed
-because of the deadline. Keep `handler(event, context)` and the shapes of its
-event and of its answer: the tests call it.
+because of the deadline. Lambda calls handler again and again in the same
+process (a warm container): each invocation must behave as the first. Keep
+`handler(event, context)` and the shapes of its event and of its answer: the
+tests call it.
 Run `loopkata check swallowed-traceback` to grade your fix.
 """
 import asyncio

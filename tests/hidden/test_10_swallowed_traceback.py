@@ -253,6 +253,11 @@ def from_own_logger(record: logging.LogRecord, kata) -> bool:
     return any(record.name == n or record.name.startswith(n + ".") for n in own_loggers(kata))
 
 
+def about_slow_steps(records, workflow: Workflow) -> list:
+    """Records at WARNING or above that name a step the deadline stopped: the deadline's doing, not a failure."""
+    return [r for r in warnings_and_above(records) if any(mentions(r, name) for name in workflow.slow)]
+
+
 def warnings_and_above(records):
     return [r for r in records if r.levelno >= logging.WARNING]
 
@@ -322,10 +327,10 @@ def test_a_failed_step_is_logged_with_its_traceback(kata):
             + f":{shown([record])}"
         )
         text = rendered(record)
-        assert failure.message in text and f"in {failure.frame}" in text, (
-            f"expected the logged traceback of step {failure.name} to show the error's message and the line "
-            f"inside the step that raised it (in {failure.frame}), calling handler directly, "
-            f"but the record rendered as:{shown([record], whole=True)}"
+        assert failure.message in text and f"in {failure.frame}" in text and "in extract_fields" in text, (
+            f"expected the logged traceback of step {failure.name} to show the error's message, the line "
+            f"inside the step that raised it (in {failure.frame}) and the calls that led there (in "
+            f"extract_fields), calling handler directly, but the record rendered as:{shown([record], whole=True)}"
         )
         assert failure.name in text or mentions(record, failure.name), (
             f"expected the log record of a failed step to name the step, {failure.name}, calling handler "
@@ -404,6 +409,12 @@ def test_a_timeout_is_not_logged_as_a_step_failure(kata):
             "the steps still running is the deadline's doing, not theirs), calling handler with 0.8 s left, but "
             f"{len(cancellations)} records logged a CancelledError:{shown(cancellations[:3])}"
         )
+        named = about_slow_steps(records, workflow)
+        assert not named, (
+            "expected no step to be logged as failed when the invocation ran out of time, calling handler with "
+            f"0.8 s left and 3 steps that take 5 s, but {len(named)} records name the steps the deadline "
+            f"stopped:{shown(named[:3])}"
+        )
         assert not left_running, (
             "expected the steps still running at the deadline to be stopped (cancelled) by the time handler "
             "raised TimeoutError, calling handler with 0.8 s left and 3 steps that take 5 s, but "
@@ -440,6 +451,7 @@ def test_a_cancelled_step_is_a_failure(kata):
         f"expected the cancelled step receipt-05 to be logged at ERROR on the module's own logger, naming it, "
         f"{how}, but the log showed:{shown(warnings_and_above(records))}"
     )
+    assert len(mine) == 1, f"expected the cancelled step receipt-05 to be logged once, {how}, but {len(mine)} records mention it:{shown(mine)}"
     try:
         json.dumps(answer)
     except (TypeError, ValueError) as exc:
@@ -483,6 +495,38 @@ def test_failures_before_the_deadline_are_still_logged(kata):
                 f"expected no step to be logged as failed because of the deadline, {how}, but "
                 f"{len(cancellations)} records logged a CancelledError:{shown(cancellations[:3])}"
             )
+            named = about_slow_steps(records, workflow)
+            assert not named, (
+                f"expected no step to be logged as failed because of the deadline, {how}, but {len(named)} "
+                f"records name the steps the deadline stopped:{shown(named[:3])}"
+            )
         finally:
             with Records():
                 workflow.stop_leftovers()
+
+
+def test_a_warm_invocation_after_a_timed_out_one_logs_like_the_first(kata):
+    """in a warm container, an invocation after one that ran out of time logs and answers its failures like any other"""
+    timed_out = Workflow([4], {}, slow=2, slow_seconds=5.0)
+    _, first_error, _ = invoke(kata, timed_out, remaining_ms=800)
+    with Records():
+        timed_out.stop_leftovers()
+    workflow = Workflow([8], {"receipt-02": parse_line_total, "receipt-06": read_with_the_upload_cancelled})
+    answer, error, records = invoke(kata, workflow)
+    how = ("calling handler twice in the same module, as a warm Lambda container does: first with 0.8 s left and 2 "
+           "steps that take 5 s" + ("" if isinstance(first_error, TimeoutError) else " (it did not raise TimeoutError)")
+           + ", then with 60 s left and 8 steps, where receipt-02 fails and receipt-06 ends with CancelledError "
+           "because the request it waits on was cancelled")
+    if error is not None:
+        raise AssertionError(f"expected the second invocation to return its answer, {how}, but it raised "
+                             f"{type(error).__name__}: {error}") from error
+    failed = sorted(answer.get("failed", ())) if isinstance(answer, dict) else []
+    assert failed == ["receipt-02", "receipt-06"], f'expected "failed" to name receipt-02 and receipt-06, {how}, got {failed!r}'
+    logged = warnings_and_above(records)
+    for failure in workflow.failures.values():
+        mine = [r for r in logged if about(r, failure, workflow) and from_own_logger(r, kata)]
+        assert len(mine) == 1 and mine[0].levelno >= logging.ERROR, (
+            f"expected {failure.name}'s failure to be logged once at ERROR on the module's own logger, {how}, "
+            f"but the log showed:{shown(logged)}"
+        )
+
