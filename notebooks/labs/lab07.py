@@ -22,6 +22,7 @@ filesystem transport in a new folder per run: a message is a file,
   Returns what happened as a dict: the states over time, the queues each
   worker's banner lists, the tasks each worker registered, the log lines
   about each task, and the messages left in the broker per queue.
+  `deploy_all(dict(...), ...)` runs several deploys at once.
 - `report(run)` says a run in words; `done_at(run)` is when each task
   finished; `draw(ax, run, title)` and `legend(fig)` draw it.
 - `every_queue(package)`: a worker command line consuming every queue the
@@ -34,6 +35,7 @@ the pristine starter's, or a decoy's laid over them.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import json
 import shutil
 import tempfile
@@ -290,6 +292,13 @@ def deploy(package: Path, commands: list, sends=EVERY_KIND, watch: float = 2.0,
     run = json.loads(out.stdout.strip().splitlines()[-1])
     run["labels"] = [s[0] for s in run["sends"]]
     return run
+
+
+def deploy_all(*runs: dict) -> list[dict]:
+    """Several deploys at once, one per dict of `deploy`'s arguments, in that order. Each has
+    workers and a broker of its own, so they do not meet; their watches run side by side."""
+    with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+        return list(pool.map(lambda arguments: deploy(**arguments), runs))
 
 
 def done_at(run: dict) -> dict:
