@@ -60,6 +60,7 @@ from pathlib import Path
 
 from loopkata import run_isolated
 from loopkata.repro import Outcome
+from loopkata.supervise import kill_group_of
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 ROOT = NOTEBOOKS.parent
@@ -257,26 +258,10 @@ def _forked_run(params: str, env: dict, timeout: float = 30.0) -> Outcome:
             child.join(timeout)
             hung = child.exitcode is None
         finally:
-            _kill_group_of(child)
+            kill_group_of(child.pid, ended=child.exitcode is not None)
             child.join()
         text = [p.read_text(errors="replace") if p.exists() else "" for p in (out, err)]
     return Outcome(stdout=text[0], stderr=text[1], returncode=None if hung else child.exitcode)
-
-
-def _kill_group_of(child) -> None:
-    """Kill the group the run's process led, with all it started. An ended run was reaped by the
-    fork server at once, and its id may lead a new group by now: then ours is empty (setsid
-    refuses an id a group still holds), and a group kill would stop a stranger."""
-    if child.exitcode is not None:
-        try:
-            if os.getpgid(child.pid) == child.pid:
-                return
-        except ProcessLookupError:
-            pass
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _stop_fork_server() -> None:

@@ -74,6 +74,24 @@ def ended(pid: int) -> int | None:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
+def kill_group_of(pid: int, ended: bool) -> None:
+    """Kill the process group that process `pid` led (it called setsid), with all it started.
+
+    For a child that has `ended` and been reaped elsewhere (a fork server reaps its children at
+    once), the id may have gone to a new process. If that one leads a group of the same id, ours
+    is empty (setsid refuses an id a group still holds): a group kill then would stop a stranger."""
+    if ended:
+        try:
+            if os.getpgid(pid) == pid:
+                return
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _kill_everything(group: int) -> int:
     """Kill CMD's group and every process re-parented to us; how many besides CMD were alive."""
     left = set()

@@ -26,6 +26,7 @@ import cross_loop_pool_scenarios  # beside this file; stdlib imports only, the k
 import pytest
 
 from loopkata import services
+from loopkata.supervise import kill_group_of
 from loopkata.testing import Hang, describe_frames, hang_after
 
 SCENARIOS = Path(__file__).with_name("cross_loop_pool_scenarios.py")
@@ -91,24 +92,6 @@ def crash_lines(stderr: str) -> str:
     return "\n".join(f"    {line}" for line in dict.fromkeys(lines))
 
 
-def _kill_group_of(child) -> None:
-    """Kill the process group the scenario's process led (it calls setsid), with all it started.
-
-    An ended child has been reaped by the fork server, and its id may go to a new process. If
-    that one leads a group of the same id, ours is empty (setsid refuses an id a group still
-    holds): a group kill then would stop a stranger, such as another test's PostgreSQL."""
-    if child.exitcode is not None:
-        try:
-            if os.getpgid(child.pid) == child.pid:
-                return
-        except ProcessLookupError:
-            pass
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def run_scenario(kata, database, scenario: str, what: str) -> None:
     """Run `scenario` in a child process on the package under test; raise what it saw."""
     server, name = database
@@ -132,7 +115,7 @@ def run_scenario(kata, database, scenario: str, what: str) -> None:
             if child.exitcode is None:
                 raise Hang(what, seconds, "the scenario's process stopped answering (it was killed)")
         finally:
-            _kill_group_of(child)  # anything the learner's code started in it
+            kill_group_of(child.pid, ended=child.exitcode is not None)  # with anything the learner's code started
             child.join()
         returncode = child.exitcode
         out = out_path.read_text(errors="replace") if out_path.exists() else ""
