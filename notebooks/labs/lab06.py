@@ -430,7 +430,7 @@ def _stored(customer: str) -> list[list[int]]:
 
 
 def _env(server, database: str) -> dict:
-    return {"DATABASE_URL": server.url(database), "NB06_DSN": server.with_database(database)}
+    return {"DATABASE_URL": server.with_database(database), "NB06_DSN": server.with_database(database)}
 
 
 def _died(out) -> str:

@@ -21,7 +21,8 @@ Your task, in `db.py`, `jobs.py` and `tasks.py` (the API in `service.py` is fine
 - the API keeps reusing its pooled connections: a request must not pay for a
   new connection.
 
-The hidden tests set DATABASE_URL to a fresh database (the tables exist), then
+The hidden tests set DATABASE_URL to a fresh database (the tables exist), as a
+plain `postgresql://user@host:port/database` URL, as production does; then
 call `service.place_order(customer, cents)` and `service.customer_total(customer)`
 on the API's event loop, `jobs.dispatch(tasks.refresh_totals, customer)` from it,
 and read `jobs.status(job_id)`: keep those names and signatures.

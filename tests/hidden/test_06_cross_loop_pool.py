@@ -98,7 +98,7 @@ def run_scenario(kata, database, scenario: str, what: str) -> None:
     impl = Path(kata.__file__).parent
     env = {
         **os.environ,
-        "DATABASE_URL": server.url(name),
+        "DATABASE_URL": server.with_database(name),  # the plain postgresql:// URL a service is given
         "LOOPKATA_DATABASE_DSN": server.with_database(name),
         "LOOPKATA_DATABASE": name,
         "LOOPKATA_ADMIN_DSN": server.dsn,
