@@ -148,6 +148,35 @@ def test_a_failed_expectation_says_expected_and_got(tmp_path):
     assert result.tests[0].message == "expected the scenario to return 'done'"
 
 
+THREE_TESTS = '''
+def test_first(kata):
+    """the first test passes"""
+
+def test_second(kata):
+    """the second test fails"""
+    assert kata.answer() == 42, f"expected 42, got {kata.answer()}"
+
+def test_third(kata):
+    """the third test would fail too"""
+    assert kata.answer() == 42
+'''
+
+
+def test_a_proof_that_a_fix_is_wrong_stops_at_its_first_failure(tmp_path):
+    kata, impl = synthetic_kata(tmp_path, """
+        def answer():
+            return 41
+    """)
+    (tmp_path / "tests" / "hidden" / "test_synthetic.py").write_text(THREE_TESTS)
+    whole = runner.check(kata, impl)
+    assert [t.outcome for t in whole.tests] == [runner.PASSED, runner.FAILED, runner.FAILED], render_text(whole, kata)
+    enough = runner.check(kata, impl, until_failed=True)
+    assert enough.verdict == runner.FAILED, render_text(enough, kata)
+    assert [t.outcome for t in enough.tests] == [runner.PASSED, runner.FAILED, runner.NOT_RUN], render_text(enough, kata)
+    assert "stopped at its first failure ('the second test fails' failed)" in enough.tests[2].message, enough.tests[2].message
+    assert not enough.problem, enough.problem
+
+
 def test_a_message_names_the_projects_own_files_from_the_project(tmp_path):
     """a message quoting a file of the project (a hidden test's scenario) names it from the project, not this machine"""
     kata, impl = synthetic_kata(tmp_path, '''

@@ -3,7 +3,8 @@
 - the starter fails, and fails with every symptom the catalogue states (not an
   ImportError, not a typo);
 - the reference solution passes;
-- every decoy (a plausible wrong fix) fails, and every variant (another correct
+- every decoy (a plausible wrong fix) fails (its check stops at the first
+  failing test, which is all that proves), and every variant (another correct
   fix) passes, so the tests grade behaviour rather than the shape of our fix.
 
 A decoy that is wrong only on some Pythons (it relies on how one version's
@@ -61,7 +62,9 @@ def _cases():
 
 @pytest.mark.parametrize("kata, role, impl", list(_cases()))
 def test_kata_is_proven(kata, role, impl):
-    result = runner.check(kata, impl)
+    # A decoy is proven wrong by one failing test: its check stops there. The starter runs every
+    # test (each stated symptom must show); a fix must pass them all.
+    result = runner.check(kata, impl, until_failed=role == "decoy")
     shown = render_text(result, kata)
     if role in ("solution", "variant"):
         assert result.passed, f"expected the {role} {impl.name} to pass every hidden test, but:\n{shown}"

@@ -111,6 +111,10 @@ def pytest_runtest_makereport(item, call):
         ))
     if call.when == "teardown":
         _write({"event": "result", **result})
+        if result["outcome"] in ("failed", "hang") and os.environ.get("LOOPKATA_UNTIL_FAILED"):
+            # A proof that a wrong fix fails needs one failure, not every one (runner.check(until_failed=True)).
+            _write({"event": "enough", "after": item.name})
+            item.session.shouldfail = "a failure was enough"
 
 
 def load_fresh(path: Path):

@@ -244,7 +244,7 @@ def _memory_cap(kata: Kata) -> int:
     return kata.memory_mib * 2**20
 
 
-def _run_child(kata: Kata, graded: Path, tmp: Path) -> tuple[list[dict], str, str]:
+def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple[list[dict], str, str]:
     """Run the hidden tests on `graded` under the supervisor; (records, stacks, output)."""
     results_fd = os.open(tmp / "results.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
     stacks_fd = os.open(tmp / "stacks.txt", os.O_RDWR | os.O_CREAT, 0o600)
@@ -263,8 +263,10 @@ def _run_child(kata: Kata, graded: Path, tmp: Path) -> tuple[list[dict], str, st
             # Installed pytest plugins (nbval, anyio...) cost half a second to load and grade nothing.
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         })
-        for stale in ("LOOPKATA_RESULTS", "LOOPKATA_STACKS", "LOOPKATA_IMPL"):
+        for stale in ("LOOPKATA_RESULTS", "LOOPKATA_STACKS", "LOOPKATA_IMPL", "LOOPKATA_UNTIL_FAILED"):
             env.pop(stale, None)
+        if until_failed:
+            env["LOOPKATA_UNTIL_FAILED"] = "1"
         pytest_cmd = [
             sys.executable, "-m", "pytest", str(kata.tests_path), "--impl", str(graded),
             "-p", "loopkata.pytest_plugin", "-p", "no:cacheprovider",
@@ -311,7 +313,7 @@ def _stop(supervisor: subprocess.Popen) -> None:
         pass
 
 
-def _grade(kata: Kata, impl: Path) -> tuple[CheckResult, dict[str, bytes] | None]:
+def _grade(kata: Kata, impl: Path, until_failed: bool) -> tuple[CheckResult, dict[str, bytes] | None]:
     """One grading run; the result and what the implementation's files held when it started."""
     result = CheckResult(kata=kata.id, impl=display_path(impl), verdict=ERROR)
     result.problem = impl_problem(impl) or syntax_problem(impl) or services.problem(kata.services)
@@ -328,7 +330,7 @@ def _grade(kata: Kata, impl: Path) -> tuple[CheckResult, dict[str, bytes] | None
 
     with tempfile.TemporaryDirectory(prefix="loopkata-") as tmp:
         graded, names, held = _snapshot(kata, impl, Path(tmp))
-        records, stacks, output = _run_child(kata, graded, Path(tmp))
+        records, stacks, output = _run_child(kata, graded, Path(tmp), until_failed)
         stacks = _rename(_dumped_stacks(stacks, graded), names)  # reads the copy's lines
     result.tests = _results(kata, expected, records, stacks, names, output)
     ended = next((r for r in records if r.get("event") == "exit"), {})
@@ -366,7 +368,7 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
              names: dict[str, str], output: str) -> list[TestResult]:
     """Every expected test with its outcome; a test with no result says why it has none."""
     tests = {name: TestResult(name=name, title=title) for name, title in expected.items()}
-    running, ended, interrupted = None, {}, ""
+    running, ended, interrupted, enough = None, {}, "", ""
     for r in records:
         event = r.get("event")
         if event == "collected" and r["name"] not in tests:
@@ -379,6 +381,8 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
                       for k, v in r.items() if k in TestResult.__dataclass_fields__}
             tests[r["name"]] = TestResult(**fields)
             running = None if running == r["name"] else running
+        elif event == "enough":
+            enough = r.get("after", "")
         elif event == "interrupted":
             interrupted = r.get("message", "KeyboardInterrupt")
         elif event == "exit":
@@ -414,15 +418,20 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
         f"the test process ended (status {status}) before this test reported; "
         "did the code under test end it (os._exit, pytest.exit) or remove the test?"
     )
+    if enough and stuck is None:
+        why = f"this check stopped at its first failure ('{tests[enough].title}' failed)" if enough in tests else why
     for t in tests.values():
         if t.outcome == NOT_RUN:
-            t.outcome = NOT_RUN if stuck is not None else NO_REPORT
-            t.message = f"Did not run: {why}." if stuck is not None else f"Did not report: {why}"
+            t.outcome = NOT_RUN if stuck is not None or enough else NO_REPORT
+            t.message = f"Did not run: {why}." if stuck is not None or enough else f"Did not report: {why}"
     return list(tests.values())
 
 
-def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
+def check(kata: Kata, impl: Path | str | None = None, *, until_failed: bool = False) -> CheckResult:
     """Run `kata`'s hidden tests against `impl` (default: the learner's copy in katas/).
+
+    With `until_failed`, the tests stop at the first that fails or hangs (the rest are
+    "not run"): enough to prove that a wrong fix fails, in a fraction of the time.
 
     The files graded are the files as saved when the check began; if they
     change while it runs, it runs again on the new version (up to 3 times).
@@ -430,7 +439,7 @@ def check(kata: Kata, impl: Path | str | None = None) -> CheckResult:
     impl = Path(impl).resolve() if impl else kata.kata_path
     started = time.monotonic()
     for _ in range(3):
-        result, held = _grade(kata, impl)
+        result, held = _grade(kata, impl, until_failed)
         try:
             if held is None or _contents(impl) == held:
                 break
