@@ -30,8 +30,9 @@ CHECK_CALL = re.compile(r'check\("[^"]+"\)')
 
 def only_a_check(source: str) -> bool:
     """A cell that only grades the learner's copy (a check call, comments). It is not run here:
-    its output is not compared, no later cell may need it (here one would raise NameError), and
-    grading the reference fix once more proves nothing the kata proofs do not."""
+    its output is not compared; it defines nothing a later cell could use, and the cells that read
+    the progress it records (once_solved, progress_table) are not compared either; and grading the
+    reference fix once more proves nothing the kata proofs do not."""
     lines = [line.strip() for line in source.splitlines() if line.strip()]
     calls = [line for line in lines if CHECK_CALL.fullmatch(line)]
     return bool(calls) and all(line in calls or line.startswith("#") for line in lines)

@@ -368,7 +368,7 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
              names: dict[str, str], output: str) -> list[TestResult]:
     """Every expected test with its outcome; a test with no result says why it has none."""
     tests = {name: TestResult(name=name, title=title) for name, title in expected.items()}
-    running, ended, interrupted, enough = None, {}, "", ""
+    running, ended, interrupted, enough = None, {}, "", None
     for r in records:
         event = r.get("event")
         if event == "collected" and r["name"] not in tests:
@@ -382,7 +382,7 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
             tests[r["name"]] = TestResult(**fields)
             running = None if running == r["name"] else running
         elif event == "enough":
-            enough = r.get("after", "")
+            enough = r.get("after")
         elif event == "interrupted":
             interrupted = r.get("message", "KeyboardInterrupt")
         elif event == "exit":
@@ -418,12 +418,13 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
         f"the test process ended (status {status}) before this test reported; "
         "did the code under test end it (os._exit, pytest.exit) or remove the test?"
     )
-    if enough and stuck is None:
-        why = f"this check stopped at its first failure ('{tests[enough].title}' failed)" if enough in tests else why
+    if enough in tests and stuck is None:
+        why = f"this check stopped at its first failure ('{tests[enough].title}' failed)"
+    stopped = stuck is not None or enough in tests
     for t in tests.values():
         if t.outcome == NOT_RUN:
-            t.outcome = NOT_RUN if stuck is not None or enough else NO_REPORT
-            t.message = f"Did not run: {why}." if stuck is not None or enough else f"Did not report: {why}"
+            t.outcome = NOT_RUN if stopped else NO_REPORT
+            t.message = f"Did not run: {why}." if stopped else f"Did not report: {why}"
     return list(tests.values())
 
 
