@@ -31,7 +31,9 @@ from tornado.websocket import websocket_connect
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "docs" / "workshop" / "jupyterhub_config.py"
-BUDGET = 60.0  # seconds for the whole test, on 2 cores
+# Only against a hang: the verdict comes from what the room did, never from how fast. Quiet, the
+# room takes about 15 s here; under a loaded suite several times that.
+DEADLINE = 300.0
 USERS = ("ada", "grace", "linus")
 SOLVER = "ada"  # saves the reference fix before checking
 KATA, KATA_FILE = "bound-semaphore", "01_bound_semaphore.py"
@@ -352,7 +354,7 @@ async def _workshop(room: Room, repo: str, branch: str, times: dict) -> dict[str
 def test_a_workshop_room_of_three_learners_on_a_real_hub(room, tmp_path):
     """three learners on a real JupyterHub pull the collection, and each check grades their own copy"""
     begin = time.monotonic()
-    deadline = begin + BUDGET
+    deadline = begin + DEADLINE
     times: dict[str, float] = {}
     repo, branch = _collection(tmp_path)
     times["clone"] = time.monotonic() - begin
@@ -362,12 +364,12 @@ def test_a_workshop_room_of_three_learners_on_a_real_hub(room, tmp_path):
     room.wait_up(deadline)
     times["hub up"] = time.monotonic() - t
 
-    phase_budget = deadline - time.monotonic() - 15  # keep time to stop everything
+    phase_deadline = deadline - time.monotonic() - 15  # keep time to stop everything
     try:
-        codes = asyncio.run(asyncio.wait_for(_workshop(room, f"file://{repo}", branch, times), phase_budget))
+        codes = asyncio.run(asyncio.wait_for(_workshop(room, f"file://{repo}", branch, times), phase_deadline))
     except TimeoutError:
         stuck = next((p for p in ("servers ready", "pull", "checks") if p not in times), "the checks")
-        pytest.fail(f"The room did not get through {stuck} within the test's {BUDGET:.0f} s; "
+        pytest.fail(f"The room did not get through {stuck} within {DEADLINE:.0f} s, so it counts as hung; "
                     f"the hub log ends:\n{room.log_tail()}", pytrace=False)
 
     running = room.processes()  # the sweep must see the room before it can vouch that nothing is left
@@ -402,5 +404,3 @@ def test_a_workshop_room_of_three_learners_on_a_real_hub(room, tmp_path):
         expected = "solved" if name == SOLVER else "attempted"
         assert (entry.get("status"), entry.get("checks")) == (expected, 1), \
             f"{name}'s own progress file should show one check, {expected}; it holds {entry}"
-
-    assert times["total"] <= BUDGET, f"the room took {times['total']:.1f} s, over its {BUDGET:.0f} s budget"

@@ -154,9 +154,15 @@ class Question(_TextWidget):
         button = widgets.Button(description="Check my answer")
         self.feedback = widgets.HTML()
         button.on_click(self.grade)
+        # Feedback speaks of the choice it graded: a new choice clears it. It also tells the page
+        # the kernel has the new choice (a quick click can otherwise reach it first).
+        self.choice.observe(self._clear_feedback, names="value")
         super().__init__([widgets.HTML(f"<b>{html.escape(q.prompt)}</b>"), self.choice, button, self.feedback])
         self.add_class("loopkata-question")
         self._text = "\n".join([f"Question: {q.prompt}", *[f"  ( ) {o}" for o in q.options]])
+
+    def _clear_feedback(self, _change=None) -> None:
+        self.feedback.value = "<p class='loopkata-feedback'></p>"
 
     def grade(self, _button=None) -> bool:
         if self.choice.value is None:
