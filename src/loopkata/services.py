@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 # name -> (importable modules, what to do when missing)
 SERVICES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -107,8 +108,8 @@ def postgres() -> Database:
 
     with _server_lock:
         if _server is None or _server.process.poll() is not None:
-            try:
-                base = catalogue.project_root() / ".loopkata" / "postgres"
+            try:  # $LOOPKATA_SERVICE_DATA: where a re-grade, whose project copy is read-only, keeps it
+                base = Path(os.environ.get("LOOPKATA_SERVICE_DATA") or catalogue.project_root() / ".loopkata") / "postgres"
             except catalogue.CatalogueError as exc:
                 raise ServiceUnavailable(f"This kata needs a PostgreSQL server, which loopkata keeps in the project's "
                                          f".loopkata folder, and no project was found: {exc}") from None

@@ -1,0 +1,142 @@
+"""Re-grading a learner's exported files on the facilitator's machine, without trusting them.
+
+Each kata of each learner is graded in a throw-away copy of what grading needs (the
+catalogue, the kata's hidden tests and this engine) holding the learner's files, never in
+the facilitator's checkout. The grading runs `loopkata check` there, in a sandbox where the
+machine allows it (loopkata.sandbox), with a scrubbed environment: no variable of the
+facilitator's, HOME, TMPDIR and the working folder private to that one re-grade.
+
+What a re-grade proves: the learner's files, run here on this machine's hidden tests,
+passed or failed. That is stronger than the learner's own claim, but not proof against a
+learner who sets out to fool it: their code runs in the same process as the tests it is
+graded by, so it can forge its own report. It cannot reach the facilitator's files, nor
+another learner's re-grade.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from . import catalogue, progress, runner, sandbox, services, starters
+
+GRADED, STARTER, UNAVAILABLE, REFUSED, NOTHING = "graded", "starter", "unavailable", "refused", "nothing"
+PROMISE = ("A re-grade runs each learner's files on this machine's hidden tests, in a throw-away copy "
+           "and a sandbox: stronger than the learner's claim, but no proof against a learner who sets "
+           "out to fool it (their code runs beside the tests that grade it).")
+
+
+@dataclass
+class Regrade:
+    index: int  # which record
+    learner: str
+    kata: catalogue.Kata
+    claimed: str
+    how: str  # GRADED, STARTER (not graded: the starter as shipped), UNAVAILABLE, REFUSED, NOTHING
+    detail: str  # "passes all 5", "fails 2 of 5", "could not grade it: ..."
+    passed: bool = False
+    failing: list[str] = field(default_factory=list)
+
+    @property
+    def differs(self) -> bool:
+        """The claim and the evidence disagree: a re-grade that could not run here proves nothing."""
+        return self.how != UNAVAILABLE and (self.claimed == progress.SOLVED) != self.passed
+
+    def line(self) -> str:
+        more = f"; and {len(self.failing) - 3} more" if len(self.failing) > 3 else ""
+        titles = f" ({'; '.join(self.failing[:3])}{more})" if self.failing else ""
+        return f"{self.learner}, {self.kata.label}: claimed {self.claimed}, re-grade {self.detail}{titles}"
+
+
+def _is_starter(kata: catalogue.Kata, files: dict[str, bytes]) -> bool:
+    want = {(PurePosixPath("katas") / rel.as_posix()).as_posix(): e.get("sha256")
+            for rel, e in starters.expected(kata).items()}
+    return bool(want) and set(files) == set(want) and all(starters.sha256(d) == want[p] for p, d in files.items())
+
+
+def _belongs(kata: catalogue.Kata, path: str) -> bool:
+    own = PurePosixPath("katas") / kata.path
+    return PurePosixPath(path) == own or own in PurePosixPath(path).parents
+
+
+def grading_copy(kata: catalogue.Kata, files: dict[str, bytes], into: Path) -> Path:
+    """What grading `kata` needs, copied into `into` with the learner's files in katas/: the
+    catalogue, the hidden tests and this engine (imported from engine/, not from the checkout)."""
+    (into / "katas").mkdir(parents=True)
+    for name in ("catalogue.toml", "starters.toml"):
+        if (kata.root / "katas" / name).is_file():
+            shutil.copy2(kata.root / "katas" / name, into / "katas" / name)
+    shutil.copytree(kata.tests_path.parent, into / "tests" / "hidden",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(__file__).parent, into / "engine" / "loopkata",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for rel, data in files.items():
+        target = into.joinpath(*PurePosixPath(rel).parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return into
+
+
+def _read_report(ran: sandbox.Ran) -> runner.CheckResult | str:
+    """The check's JSON report, or why there is none (one line)."""
+    try:
+        return runner.CheckResult.from_json(json.loads(ran.stdout.decode("utf-8", errors="replace")))
+    except (ValueError, TypeError, RecursionError):
+        said = ran.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        return f"the check gave no report (exit status {ran.status}; {said[-1][:200] if said else 'nothing on stderr'})"
+
+
+def grade_in_jail(kata: catalogue.Kata, files: dict[str, bytes], use_sandbox: bool = True
+                  ) -> tuple[runner.CheckResult | str, sandbox.Jail]:
+    """Grade the learner's `files` for `kata` in a throw-away copy (and a sandbox where possible)."""
+    with tempfile.TemporaryDirectory(prefix="loopkata-regrade-") as tmp:
+        lent = grading_copy(kata, files, Path(tmp) / "lent")
+        jail = sandbox.jail(lent, Path(tmp) / "private", sandbox=use_sandbox)
+        root = jail.path(lent)
+        cmd = [sys.executable, "-m", "loopkata", "check", kata.id, "--json",
+               "--impl", str(root / "katas" / kata.path)]
+        env = {"LOOPKATA_ROOT": str(root), "LOOPKATA_STATE": str(jail.home / ".loopkata"),
+               "LOOPKATA_SERVICE_DATA": str(jail.home / ".loopkata"),
+               "PYTHONPATH": str(root / "engine"), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+        try:  # the check keeps its own deadline; this one is only a backstop
+            ran = jail.run(cmd, env, timeout=kata.budget_seconds + 60, outputs=Path(tmp) / "outputs")
+        except subprocess.TimeoutExpired:
+            return "the check did not end, even after its own deadline", jail
+        return _read_report(ran), jail
+
+
+def regrade_one(kata: catalogue.Kata, rec, learner: str = "", index: int = 0,
+                use_sandbox: bool = True) -> Regrade:
+    """Grade one learner's files for one kata, and compare with what they claim."""
+    out = Regrade(index, learner, kata, rec.status, NOTHING, "has no files to grade")
+    if not rec.files:
+        return out
+    strays = sorted(p for p in rec.files if not _belongs(kata, p))
+    if strays:
+        out.how, out.detail = REFUSED, f"refused: files that are not the kata's ({', '.join(strays)})"
+        return out
+    if rec.status != progress.SOLVED and _is_starter(kata, rec.files):
+        out.how, out.detail = STARTER, "not needed: the starter as shipped, which fails by design"
+        return out
+    unavailable = services.problem(kata.services)
+    if unavailable:
+        out.how, out.detail = UNAVAILABLE, f"not possible on this machine: {unavailable}"
+        return out
+    graded, _ = grade_in_jail(kata, rec.files, use_sandbox)
+    out.how = GRADED
+    if isinstance(graded, str):
+        out.detail = f"could not grade it: {graded}"
+        return out
+    out.passed, total = graded.passed, len(graded.tests)
+    if graded.passed:
+        out.detail = f"passes all {total}"
+    elif graded.verdict == runner.ERROR:
+        out.detail = f"could not grade it: {(graded.problem.strip().splitlines() or ['no reason given'])[0]}"
+    else:
+        out.detail = f"fails {len(graded.failures)} of {total}"
+        out.failing = [t.title for t in graded.failures]
+    return out

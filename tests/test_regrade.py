@@ -1,0 +1,148 @@
+"""A facilitator's re-grade runs learners' code that may do more than the kata.
+
+Each test plays a learner whose exported kata file, once imported by the hidden tests,
+tries to reach the facilitator: rewrite the checkout's hidden tests, write into their
+home, read their environment. The checkout here is a copy of the project in tmp_path
+(the real one is never offered to hostile code), and the facilitator's home a folder
+beside it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from loopkata import catalogue, progress, regrade, sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+KATA_ID = "bound-semaphore"
+SECRET = "facilitator-secret-4f1c"
+
+
+def _need_sandbox() -> None:
+    """Skip where this machine has no sandbox, unless LOOPKATA_REQUIRE_SANDBOX is set (CI): then fail."""
+    why = sandbox.why_no_sandbox()
+    if why and os.environ.get("LOOPKATA_REQUIRE_SANDBOX", "") not in ("", "0"):
+        pytest.fail(f"LOOPKATA_REQUIRE_SANDBOX is set, but {why}", pytrace=False)
+    if why:
+        pytest.skip(f"no sandbox on this machine: {why}")
+
+# Runs when the hidden tests import the learner's kata file, before any test.
+REACH_OUT = '''
+import os as _os, pathlib as _pathlib
+_said = []
+for _try in (
+    lambda: _pathlib.Path({hidden!r}).write_text("def test_anything():\\n    pass\\n"),
+    lambda: _pathlib.Path({home!r}, "leak.txt").write_text(_os.environ.get("FACILITATOR_SECRET", "none")),
+    lambda: _pathlib.Path({home!r}, "listing.txt").write_text("\\n".join(_os.listdir({home!r}))),
+):
+    try:
+        _try()
+        _said.append("reached")
+    except OSError as _exc:
+        _said.append(type(_exc).__name__)
+if "FACILITATOR_SECRET" in _os.environ:
+    raise SystemExit("the learner's code saw the facilitator's environment")
+'''
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A copy of what the facilitator's checkout holds for grading, and their home beside it."""
+    copy = tmp_path / "checkout"
+    for part in ("katas", "solutions", "tests/hidden"):
+        shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("the facilitator's own file\n")
+    return copy, home
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(folder.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(folder)).encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+def _record(kata, text: str, status=progress.SOLVED):
+    return SimpleNamespace(files={f"katas/{kata.path}": text.encode()}, status=status)
+
+
+def _hostile(kata, home: Path) -> str:
+    hidden = kata.tests_path
+    return REACH_OUT.format(hidden=str(hidden), home=str(home)) + kata.solution_path.read_text()
+
+
+def test_a_learners_code_cannot_touch_the_checkout_or_the_home_in_a_regrade(checkout, monkeypatch):
+    """a re-grade runs the learner's code where it cannot change the checkout, reach the home or read the environment"""
+    _need_sandbox()
+    root, home = checkout
+    monkeypatch.setenv("FACILITATOR_SECRET", SECRET)
+    monkeypatch.setenv("HOME", str(home))
+    kata = catalogue.find(KATA_ID, root)
+    before = _digest(root)
+
+    graded = regrade.regrade_one(kata, _record(kata, _hostile(kata, home)), "mallory")
+
+    assert _digest(root) == before, "the re-grade of mallory's file changed the facilitator's checkout"
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt"], (
+        f"mallory's code wrote into the facilitator's home: {sorted(p.name for p in home.iterdir())}")
+    assert graded.how == regrade.GRADED and graded.passed, (
+        "mallory's file is the reference fix with code that reaches out first; in the sandbox its reaching "
+        f"fails quietly and the fix should pass, but the re-grade said: {graded.detail}")
+
+
+def test_after_a_hostile_regrade_an_honest_starter_still_fails(checkout):
+    """one learner's hostile file cannot make the next learner's unchanged starter pass"""
+    _need_sandbox()
+    root, home = checkout
+    kata = catalogue.find(KATA_ID, root)
+    regrade.regrade_one(kata, _record(kata, _hostile(kata, home)), "mallory")
+    honest = regrade.regrade_one(kata, _record(kata, kata.kata_path.read_text() + "\n# my attempt\n"), "ada")
+    assert honest.how == regrade.GRADED and not honest.passed, (
+        f"ada's starter (with a comment added) should fail its re-grade after mallory's; it said: {honest.detail}")
+    assert kata.tests_path.read_text() == (ROOT / "tests" / "hidden" / kata.tests_path.name).read_text(), \
+        "the hidden tests in the checkout were rewritten"
+
+
+def test_without_a_sandbox_the_regrade_still_hides_the_environment_and_says_so(checkout, monkeypatch):
+    """with no sandbox the learner's code gets no variable of the facilitator's, and the re-grade says there was none"""
+    root, _ = checkout
+    monkeypatch.setenv("FACILITATOR_SECRET", SECRET)
+    kata = catalogue.find(KATA_ID, root)
+    probe = ('import os\nif "FACILITATOR_SECRET" in os.environ or os.getcwd().startswith(%r):\n'
+             '    raise SystemExit("saw the facilitator")\n' % str(root)) + kata.solution_path.read_text()
+    graded, jail = regrade.grade_in_jail(kata, {f"katas/{kata.path}": probe.encode()}, use_sandbox=False)
+    assert not jail.sandboxed and jail.why_not, "a re-grade with the sandbox switched off should say there was none"
+    assert not isinstance(graded, str) and graded.passed, (
+        f"the learner's code saw the facilitator's environment or working folder: "
+        f"{graded if isinstance(graded, str) else graded.problem or [t.message for t in graded.failures]}")
+
+
+def test_the_sandbox_has_only_loopback_and_no_secret_of_etc():
+    """code in the sandbox sees no /etc/shadow, no checkout, no network interface but loopback, and writes only its own folder"""
+    _need_sandbox()
+    import sys
+    import tempfile
+
+    readme = ROOT / "README.md"  # the checkout: only its venv may be visible
+    code = (
+        "import os, socket\n"
+        f"seen = [p for p in ('/etc/shadow', '/etc/ssh', {str(readme)!r}) if os.path.exists(p)]\n"
+        "seen += [name for _, name in socket.if_nameindex() if name != 'lo']\n"
+        "try:\n    open('/grading/mine', 'w'); seen.append('lent folder writable')\nexcept OSError:\n    pass\n"
+        "open(os.path.join(os.environ['HOME'], 'ok'), 'w').write('ok')\n"
+        "print(seen)\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        jail = sandbox.jail(Path(tmp) / "lent", Path(tmp) / "private")
+        ran = jail.run([sys.executable, "-c", code], {}, timeout=60, outputs=Path(tmp) / "out")
+        assert ran.status == 0, ran.stderr.decode(errors="replace")[-1500:]
+        assert ran.stdout.decode().strip() == "[]", f"the sandbox let the code see or do: {ran.stdout.decode().strip()}"
+        assert (Path(tmp) / "private" / "ok").read_text() == "ok"
