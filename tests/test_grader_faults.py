@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -216,6 +217,94 @@ def test_memory_without_bound_is_a_verdict(tmp_path):
     shown = render_text(result, kata)
     assert not result.passed and "more than 0.5 GiB of memory" in shown, shown
     assert took < 10, f"expected the cap to stop it quickly, took {took:.1f} s"
+
+
+def test_memory_is_capped_for_the_whole_check_not_each_process(tmp_path):
+    """three processes that each stay under the memory cap, but not together, are stopped"""
+    kata, impl = synthetic_kata(tmp_path, '''
+        import subprocess, sys
+
+        HOLD = "import sys, time; held = b'x' * (200 * 2**20); print('holding', flush=True); time.sleep(60)"
+
+        def scenario():
+            children = [subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE) for _ in range(3)]
+            for child in children:
+                child.stdout.readline()  # each holds its 200 MiB now
+            for child in children:
+                child.wait()
+            return "done"
+    ''', budget=60, hang_after=55)
+    kata = type(kata)(**{**kata.__dict__, "memory_mib": 512})
+    result = runner.check(kata, impl)
+    shown = render_text(result, kata)
+    assert not result.passed and "more than 0.5 GiB of memory together" in shown, (
+        f"expected three children holding 200 MiB each to pass the 512 MiB cap of the check, got:\n{shown}")
+
+
+def test_a_check_has_a_temporary_folder_of_its_own_removed_when_it_ends(tmp_path):
+    """a file the code under test leaves in the temporary folder is gone when the check ends"""
+    where = tmp_path / "where.txt"
+    kata, impl = synthetic_kata(tmp_path, f'''
+        import pathlib, tempfile
+
+        def scenario():
+            left = pathlib.Path(tempfile.gettempdir(), "left-behind.bin")
+            left.write_bytes(b"x" * 1024)
+            pathlib.Path({str(where)!r}).write_text(str(left))
+            return "done"
+    ''')
+    result = runner.check(kata, impl)
+    assert result.passed, render_text(result, kata)
+    left = Path(where.read_text())
+    assert left.parent != Path(tempfile.gettempdir()), f"the check's code wrote into the shared {left.parent}"
+    assert not left.exists(), f"the file the check's code left in its temporary folder is still there: {left}"
+
+
+def test_a_file_past_the_size_cap_stops_the_test_that_writes_it(tmp_path, monkeypatch):
+    """a file the code under test writes stops growing at the size cap, and the test fails there"""
+    monkeypatch.setenv("LOOPKATA_FILE_SIZE_CAP", str(16 * 2**20))
+    kata, impl = synthetic_kata(tmp_path, '''
+        import tempfile
+
+        def scenario():
+            with tempfile.TemporaryFile() as f:
+                for _ in range(32):
+                    f.write(b"x" * 2**20)
+            return "done"
+    ''')
+    result = runner.check(kata, impl)
+    shown = render_text(result, kata)
+    # Python ignores SIGXFSZ, so the write past the cap raises OSError (EFBIG) in the learner's line
+    assert not result.passed and "File too large" in shown, (
+        f"expected the 32 MiB file to be stopped at the 16 MiB cap, got:\n{shown}")
+
+
+def test_a_flood_of_output_does_not_grow_the_grader(tmp_path):
+    """a test that prints 200 MB costs the grader only a bounded part of it"""
+    kata, impl = synthetic_kata(tmp_path, '''
+        import os
+
+        def scenario():
+            chunk = b"flood " * 10000 + b"\\n"
+            for _ in range(200 * 2**20 // len(chunk)):
+                os.write(1, chunk)
+            return "done"
+    ''', budget=60, hang_after=55)
+    code = ("import resource, sys, dataclasses\n"
+            "from pathlib import Path\n"
+            "from loopkata import catalogue, runner\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            f"kata = dataclasses.replace(catalogue.find('bound-semaphore'), root=Path({str(tmp_path)!r}), "
+            "tests='hidden/test_synthetic.py', budget_seconds=60, hang_after=55)\n"
+            f"result = runner.check(kata, Path({str(impl)!r}))\n"
+            "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "print(result.verdict, (after - before) // 1024)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "LOOPKATA_ROOT": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdict, grew_mib = done.stdout.split()
+    assert verdict == "passed" and int(grew_mib) < 50, (
+        f"expected the check to pass with the grader growing by a few MiB, got {verdict} and {grew_mib} MiB")
 
 
 @needs_proc

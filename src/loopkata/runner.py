@@ -27,6 +27,7 @@ from .repro import plain_env
 from .testing import describe_frames, display_path
 
 PASSED, FAILED, HANG, ERROR, NOT_RUN = "passed", "failed", "hang", "error", "not run"
+OUTPUT_KEPT = 1 << 20  # bytes of the head, and of the tail, of a check's output
 NO_REPORT, SKIPPED = "did not report", "skipped"
 
 
@@ -246,6 +247,8 @@ def _memory_cap(kata: Kata) -> int:
 
 def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple[list[dict], str, str]:
     """Run the hidden tests on `graded` under the supervisor; (records, stacks, output)."""
+    scratch = tmp / "tmp"
+    scratch.mkdir()
     results_fd = os.open(tmp / "results.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
     stacks_fd = os.open(tmp / "stacks.txt", os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -259,6 +262,8 @@ def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple
             "LOOPKATA_DEADLINE": str(time.time() + kata.budget_seconds),
             "LOOPKATA_HANG_AFTER": str(kata.hang_after),
             "LOOPKATA_MEMORY": str(_memory_cap(kata)),
+            # a temporary folder of the check's own, removed with everything in it when it ends
+            "TMPDIR": str(scratch),
             "PYTHONDONTWRITEBYTECODE": "1",
             # Installed pytest plugins (nbval, anyio...) cost half a second to load and grade nothing.
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
@@ -290,8 +295,7 @@ def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple
             except BaseException:  # Ctrl-C: stop the check and everything it started, then go
                 _stop(supervisor)
                 raise
-            output.seek(0)
-            text = output.read().decode(errors="replace")
+            text = _bounded_text(output)
         records = _read_records(results_fd)
         os.lseek(stacks_fd, 0, os.SEEK_SET)
         stacks = os.read(stacks_fd, 1 << 20).decode(errors="replace")
@@ -299,6 +303,20 @@ def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple
         os.close(results_fd)
         os.close(stacks_fd)
     return records, stacks, text
+
+
+def _bounded_text(output) -> str:
+    """The child's output, its head and tail only when it is long: a test that prints
+    hundreds of megabytes must not take as much memory in the grader (a learner's kernel)."""
+    size = output.seek(0, os.SEEK_END)
+    output.seek(0)
+    if size <= 2 * OUTPUT_KEPT:
+        return output.read().decode(errors="replace")
+    head = output.read(OUTPUT_KEPT)
+    output.seek(size - OUTPUT_KEPT)
+    tail = output.read(OUTPUT_KEPT)
+    dropped = f"\n[... {size - 2 * OUTPUT_KEPT} bytes of output left out ...]\n"
+    return head.decode(errors="replace") + dropped + tail.decode(errors="replace")
 
 
 def _stop(supervisor: subprocess.Popen) -> None:
@@ -394,6 +412,12 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
         if ended.get("stopped") == "timed out" or not ended:
             stuck.outcome, stuck.stacks = HANG, stacks
             stuck.message = f"The whole check ran out of its {kata.budget_seconds:g} s budget here: it is stuck."
+        elif ended.get("stopped") == "memory":
+            stuck.outcome = ERROR
+            stuck.message = (
+                f"The code under test and the processes it started held more than {_memory_cap(kata) / 2**30:g} GiB "
+                f"of memory together while running '{stuck.title}' (the cap for one check), so the check stopped them."
+            )
         elif crash:
             stuck.outcome = ERROR
             stuck.message = (

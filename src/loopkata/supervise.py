@@ -6,11 +6,15 @@ Started by the grader as `python -I -S supervise.py DEADLINE MEMORY STATUS_FD --
 - becomes a child subreaper, so anything the learner's code starts, even a
   process that calls setsid() to escape its process group, is re-parented to
   it when its own parent ends, and can be found and killed;
-- starts CMD in a process group of its own, capped at MEMORY bytes of address space;
+- starts CMD in a process group of its own, each process capped at MEMORY bytes of address
+  space and at FILE_SIZE_CAP bytes per file it writes;
 - kills CMD's group at DEADLINE seconds, on SIGTERM/SIGINT (the grader's
-  Ctrl-C) or when the grader itself dies;
+  Ctrl-C), when the grader itself dies, or when the private memory of every process
+  under it, added up, passes MEMORY (a per-process cap alone lets three children hold
+  three times as much);
 - then kills every process still left under it, reaps them, and writes one JSON
-  line to STATUS_FD: how CMD ended and how many processes it left behind.
+  line to STATUS_FD: how CMD ended, how many processes it left behind and the most
+  memory the whole tree held.
 """
 import ctypes
 import json
@@ -22,6 +26,9 @@ import sys
 import time
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+# a file the tests or the code under test write (past it a write fails with EFBIG, or SIGXFSZ)
+FILE_SIZE_CAP = int(os.environ.get("LOOPKATA_FILE_SIZE_CAP") or 1 << 30)
+MEMORY_EVERY = 0.1  # seconds between two sums of the tree's memory
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -51,6 +58,52 @@ def _children() -> list[int]:
         if len(fields) > 1 and int(fields[1]) == me and fields[0] != b"Z":
             found.append(int(name))
     return found
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid, for every process this one may see."""
+    found = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2:].split()
+            if len(fields) > 1 and fields[0] != b"Z":
+                found[int(name)] = int(fields[1])
+    return found
+
+
+def _private_memory(pid: int) -> int:
+    """Bytes of anonymous memory `pid` holds (RssAnon): what a process allocates itself. Shared
+    and file-backed pages are left out, so pages several processes share count nowhere twice."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def tree_memory(top: int) -> int:
+    """The private memory of every process under `top` (not `top` itself), added up."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in _parents().items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0, list(children.get(top, []))
+    while todo:
+        pid = todo.pop()
+        total += _private_memory(pid)
+        todo += children.get(pid, [])
+    return total
 
 
 def _reap_all() -> None:
@@ -133,21 +186,28 @@ def main(argv: list[str]) -> int:
     def limits():
         if memory > 0:
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_CAP, FILE_SIZE_CAP))
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     passed_fds = tuple(int(fd) for fd in os.environ.get("LOOPKATA_PASS_FDS", "").split(",") if fd)
     child = subprocess.Popen(cmd, preexec_fn=limits, process_group=0, pass_fds=passed_fds)
     ends_at = time.monotonic() + deadline
-    status, pause = None, 0.001
+    status, pause, peak, weighed = None, 0.001, 0, 0.0
     while status is None:
         if stop["why"] or os.getppid() != parent:
             stop["why"] = stop["why"] or "interrupted"
             break
-        left = ends_at - time.monotonic()
+        now = time.monotonic()
+        left = ends_at - now
         if left <= 0:
             stop["why"] = "timed out"
             break
+        if memory > 0 and now - weighed >= MEMORY_EVERY:
+            weighed, peak = now, max(peak, tree_memory(os.getpid()))
+            if peak > memory:
+                stop["why"] = "memory"
+                break
         status = ended(child.pid)
         if status is None:
             time.sleep(min(left, pause))
@@ -156,7 +216,7 @@ def main(argv: list[str]) -> int:
     # killed here is CMD's, never a stranger's that came to hold the same id.
     left_behind = _kill_everything(child.pid)
     record = {"event": "exit", "status": status, "stopped": stop["why"], "left_behind": left_behind,
-              "subreaper": subreaper}
+              "subreaper": subreaper, "peak_memory": peak}
     os.write(status_fd, (json.dumps(record) + "\n").encode())
     return 0
 
