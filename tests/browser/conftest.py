@@ -17,14 +17,12 @@ skipped, unless LOOPKATA_REQUIRE_BROWSER is set to anything but "" or "0"
 """
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -36,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from loopkata import catalogue, runner
+from loopkata import lab as lab_launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "screenshots"
@@ -48,13 +47,9 @@ CHROMIUM_FLAGS = [
 ]
 VIEWPORT = {"width": 1280, "height": 900}
 
-# Lab settings for the test server only: no update check, no news, no extension
-# manager; cell timings recorded, so a saved notebook says how long its run took.
-LAB_OVERRIDES = {
-    "@jupyterlab/apputils-extension:notification": {"checkForUpdates": False, "fetchNews": "false"},
-    "@jupyterlab/extensionmanager-extension:plugin": {"enabled": False},
-    "@jupyterlab/notebook-extension:tracker": {"recordTiming": True},
-}
+# On top of the learner's lab settings (loopkata.lab), for the test server only: cell timings
+# recorded, so a saved notebook says how long its run took.
+TIMING = {"@jupyterlab/notebook-extension:tracker": {"recordTiming": True}}
 
 SERVER_START_TIMEOUT = 90
 KERNEL_IDLE_TIMEOUT = 120_000  # ms
@@ -170,9 +165,8 @@ def _answers(url: str, token: str) -> bool:
 
 
 def _start_lab(root: Path, tmp: Path) -> Lab:
-    settings = tmp / "lab-app-settings"
-    settings.mkdir(exist_ok=True)
-    (settings / "overrides.json").write_text(json.dumps(LAB_OVERRIDES, indent=2))
+    """The lab `make lab` starts (loopkata.lab.command), on a port and token of the test's own."""
+    settings = lab_launcher.write_settings(tmp / "lab-app-settings", extra=TIMING)
     env = {
         **os.environ,
         "LOOPKATA_ROOT": str(root),
@@ -188,18 +182,15 @@ def _start_lab(root: Path, tmp: Path) -> Lab:
     last_problem = ""
     for attempt in range(3):
         port = _free_port()
-        cmd = [
-            sys.executable, "-m", "jupyterlab", "--no-browser",
+        cmd = lab_launcher.command(
+            root, settings, "--no-browser",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+            f"--IdentityProvider.token={token}",
             "--ServerApp.terminals_enabled=False",
             "--NotebookNotary.db_file=:memory:",  # saving signs the notebook; keep that out of the home folder
-            f"--LabApp.app_settings_dir={settings}",
             f"--LabApp.user_settings_dir={tmp / 'lab-user-settings'}",
             f"--LabApp.workspaces_dir={tmp / 'lab-workspaces'}",
-        ]
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            cmd.append("--allow-root")
+        )
         log = tmp / f"jupyterlab-{attempt}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(

@@ -10,11 +10,14 @@ Screenshots go to artifacts/screenshots/.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from loopkata import catalogue
@@ -23,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KATAS = catalogue.load(ROOT)
 NOTEBOOKS = list(dict.fromkeys(["00_start_here.ipynb", "00b_primer.ipynb", *(k.notebook for k in KATAS)]))
 NOTEBOOK_KATA = {k.notebook: k for k in KATAS}
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 
 _CHECK_CALL = re.compile(r"\bcheck\(\s*[\"']([^\"']+)[\"']\s*([,)])")
 _ASK_CALL = re.compile(r"(?<![\w.])ask\(")
@@ -339,3 +343,56 @@ def test_learner_fixes_the_kata_and_the_panel_turns_green(runs, lab, hidden_test
             target.unlink()
         shutil.move(backup, target)
         timings[f"learner loop ({kata.id})"] = time.monotonic() - started
+
+
+def test_a_kata_file_opens_from_a_notebook_link_and_an_edit_is_saved(lab, browser):
+    """the lab serves the whole collection: a notebook's link opens katas/ in the editor, and a save lands there"""
+    kata = KATAS[0]
+    target = lab.root / "katas" / kata.path
+    original = target.read_bytes()
+    assert lab.root != ROOT, "the browser stage edits a copy of the project, never the checkout"
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(lab.open_url(kata.notebook, "test-kata-link"), timeout=60_000)
+        stored = nbformat.read(ROOT / "notebooks" / kata.notebook, as_version=4)
+        index = next(i for i, c in enumerate(stored.cells)
+                     if c.cell_type == "markdown" and f"](../katas/{kata.path})" in source_of(c))
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+        cell.scroll_into_view_if_needed(timeout=60_000)  # the notebook renders only the cells in view
+        link = cell.locator(".jp-RenderedMarkdown a", has_text=f"katas/{kata.path}").first
+        _expect(link).to_be_visible(timeout=30_000)
+        link.click()
+        tab = page.locator(".lm-TabBar-tab", has_text=Path(kata.path).name)
+        _expect(tab).to_have_count(1, timeout=30_000)
+        editor = page.locator(".jp-FileEditor .cm-content").last
+        first_line = original.decode().splitlines()[0]
+        _expect(editor).to_contain_text(first_line[:40], timeout=30_000)
+        editor.click()
+        page.keyboard.press("Control+Home")
+        page.keyboard.type("# edited in the lab\n")
+        page.keyboard.press("Control+s")
+        deadline = time.monotonic() + 30  # against a hang only: the save is seen as soon as it lands
+        while not target.read_bytes().startswith(b"# edited in the lab\n") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        saved = target.read_bytes()
+        assert saved.startswith(b"# edited in the lab\n") and saved.endswith(original[-200:]), (
+            f"expected the edit made in the lab's editor to be saved to katas/{kata.path}; "
+            f"the file starts with {saved[:60]!r}")
+    finally:
+        try:
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / "kata-file-from-link.png"))
+        except Exception:  # noqa: BLE001 - a screenshot is a courtesy, never the verdict
+            pass
+        context.close()
+        target.write_bytes(original)
+
+
+def test_make_lab_starts_the_lab_the_browser_stage_tests():
+    """`make lab` runs loopkata.lab, the launcher the browser stage starts its server with"""
+    planned = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "MAKEFLAGS": ""})
+    last = [line for line in planned.stdout.splitlines() if line.strip()][-1]
+    assert last.endswith("python -m loopkata.lab"), (
+        f"expected `make lab` to run `python -m loopkata.lab` (what this stage starts), it runs: {last}")
