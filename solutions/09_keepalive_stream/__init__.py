@@ -17,10 +17,15 @@ stream, and no section at all. Nothing is logged.
 Your task, in `keepalive.py` (and `app.py` if you need it):
 - every section arrives, in order, and the stream ends only after the last;
 - while the generator is quiet, a keepalive goes out at least every
-  interval: the stream is never silent for much longer than that;
+  interval: the stream is never silent for much longer than that; and one
+  per interval, no more (never a flood of them);
 - no step of the generator is started twice (each one is a model call);
+- a step that raises fails the stream: the server logs its exception with
+  the traceback, and the response is cut, not ended as if the draft were
+  complete;
 - when the client goes away mid-stream, the generator is closed (its
-  `finally` runs) and nothing it started keeps running.
+  `finally` runs), nothing it started keeps running, and the server logs no
+  error.
 
 The hidden tests serve `app.create_app(events, keepalive_seconds)` with
 uvicorn and read the stream over HTTP, with an `events(draft_id, start)`

@@ -2,15 +2,17 @@
 
 Used by the hidden tests (test_09_keepalive_stream.py) and by notebook 09's lab.
 
-- `Script(seconds)`: a draft whose step n takes seconds[n]. Its `events(draft_id,
-  start)` is the async generator the app streams; it records on one clock when
-  each step starts, finishes or is cancelled, and when the generator is closed
-  (its `finally`), so a test can count steps started twice and see what is
-  still running after a client left.
+- `Script(seconds, fails=None)`: a draft whose step n takes seconds[n] (and whose
+  step `fails`, if given, raises a RuntimeError after its time, as a model
+  call that fails). Its `events(draft_id, start)` is the async generator the app
+  streams; it records on one clock when each step starts, finishes, fails or is
+  cancelled, and when the generator is closed (its `finally`), so a test can
+  count steps started twice and see what is still running after a client left.
 - `Served(app)`: uvicorn serving the app on 127.0.0.1 (an ephemeral port) on a
   thread of its own, with its own event loop. Leaving the `with` block stops the
   server, cancels whatever the app left running (as asyncio.run does), closes
-  the loop and joins the thread. The server's errors are kept (`errors`).
+  the loop and joins the thread. The server's log records at ERROR and above,
+  from any logger (uvicorn's, asyncio's, the app's own), are kept (`errors`).
 - `read_stream(url, ...)`: one streaming GET with httpx, every chunk and every
   SSE frame timestamped on arrival; stops at a deadline, or when `leave`
   says so (the client goes away mid-stream).
@@ -33,10 +35,13 @@ from loopkata.testing import describe_frames
 # --- the draft ------------------------------------------------------------------
 
 class Script:
-    """A draft of len(seconds) sections; step n sleeps seconds[n], then yields section n's event."""
+    """A draft of len(seconds) sections; step n sleeps seconds[n], then yields section n's event
+    (or, for step `fails`, raises a RuntimeError: the model call failed)."""
 
-    def __init__(self, seconds):
+    def __init__(self, seconds, fails: int | None = None):
         self.seconds = list(seconds)
+        self.fails = fails
+        self.raised: list[BaseException] = []  # the exceptions the failing step raised
         self.log: list[tuple[float, str, int | None]] = []  # (time.monotonic(), what, step)
 
     def _record(self, what: str, step: int | None = None) -> None:
@@ -53,10 +58,20 @@ class Script:
                 except asyncio.CancelledError:
                     self._record("cancelled", n)
                     raise
+                if n == self.fails:
+                    self._record("failed", n)
+                    error = self.failure(n)
+                    self.raised.append(error)
+                    raise error
                 self._record("finished", n)
                 yield f"id: {n}\ndata: section {n}\n\n"
         finally:
             self._record("closed")
+
+    @staticmethod
+    def failure(n: int) -> RuntimeError:
+        """The exception step n raises when it is the failing step."""
+        return RuntimeError(f"the model provider answered 503 Service Unavailable (step {n})")
 
     def expected(self) -> list[str]:
         return [f"section {n}" for n in range(len(self.seconds))]
@@ -78,7 +93,7 @@ class Script:
         for _, what, step in list(self.log):
             if what == "started":
                 open_[step] = open_.get(step, 0) + 1
-            elif what in ("finished", "cancelled"):
+            elif what in ("finished", "failed", "cancelled"):
                 open_[step] = open_.get(step, 0) - 1
         return sorted(s for s, n in open_.items() if n > 0)
 
@@ -89,14 +104,21 @@ class Script:
 # --- the server -----------------------------------------------------------------
 
 class _Errors(logging.Handler):
-    """The server's error log records (an exception in the app, with its traceback)."""
+    """The server's error log records (an exception in the app, with its traceback), from any logger."""
 
     def __init__(self):
         super().__init__(logging.ERROR)
         self.records: list[logging.LogRecord] = []
+        self.times: list[float] = []  # time.monotonic() when each record was logged
 
     def emit(self, record):
-        self.records.append(record)
+        if not any(record is seen for seen in self.records):  # once, if two of our loggers both see it
+            self.records.append(record)
+            self.times.append(time.monotonic())
+
+# Where the errors are read: the root logger (every logger that propagates: uvicorn's, asyncio's for
+# the loop's exception handler, the app's own), and uvicorn's, in case something stops it propagating.
+_ERROR_LOGGERS = ("", "uvicorn.error", "asyncio")
 
 
 class _Server(uvicorn.Server):
@@ -153,7 +175,8 @@ class Served:
         await self._server.serve()
 
     def __enter__(self) -> Self:
-        logging.getLogger("uvicorn.error").addHandler(self.errors)
+        for name in _ERROR_LOGGERS:
+            logging.getLogger(name).addHandler(self.errors)
         self._thread.start()
         deadline = time.monotonic() + 15
         while not self._server.started:
@@ -175,7 +198,8 @@ class Served:
         except RuntimeError:
             pass  # the loop closed meanwhile
         finally:
-            logging.getLogger("uvicorn.error").removeHandler(self.errors)
+            for name in _ERROR_LOGGERS:
+                logging.getLogger(name).removeHandler(self.errors)
 
     def stopped(self) -> bool:
         return not self._thread.is_alive()
@@ -190,6 +214,10 @@ class Served:
             return asyncio.run_coroutine_threadsafe(snapshot(), self.loop).result(timeout)
         except TimeoutError:
             return None
+
+    def error_records(self) -> list[logging.LogRecord]:
+        """The server's error log records until the test stopped it (not those of its own teardown)."""
+        return [r for r, t in zip(list(self.errors.records), list(self.errors.times)) if t <= self.stopping_at]
 
     def error_text(self) -> str:
         """The server's logged exceptions, one line each: 'RuntimeError: ...'."""

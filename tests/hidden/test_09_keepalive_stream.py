@@ -18,15 +18,26 @@ beside 3 to 5 processes that spin (or another kata's check): in a quiet step of
 0.8 s its longest silence was at most 0.18 s, and it sent at least 14 of the 20
 keepalives due. A keepalive that backs off (its gap doubling while a step stays
 quiet) leaves a silence of 0.32 s in that step, and sends 4.
+
+Pacing is bounded from above by the clock alone, never by a window: a wrapper
+that waits `interval` before each keepalive cannot have sent more than one per
+interval of the time since the request (plus a few), and a busy machine only
+delays keepalives. A wrapper that loops without waiting exceeds that bound
+tenfold within a few milliseconds of its first keepalive, whatever the load.
+
+The server's log is every record at ERROR or above, from any logger, until the
+test stops the server: a step's exception must be in it (with its traceback),
+and a client that goes away must leave nothing in it.
 """
 import importlib
 import itertools
 import math
 import time
+import traceback
 
 from keepalive_stream_harness import ENDINGS, Script, Served, read_stream
 
-from loopkata.testing import run_bounded
+from loopkata.testing import describe_frames, run_bounded
 
 INTERVAL = 0.04  # the keepalive interval the tests serve the app with
 QUIET = 2.5 * INTERVAL  # a step at least this long must see a keepalive go out meanwhile
@@ -34,6 +45,8 @@ SLOW = 0.8  # the long quiet step: 20 intervals, so that gaps that grow while it
 MARGIN = SLOW / 4  # how much later than the interval a keepalive may come on a busy machine (see above)
 FEWEST = 0.5  # the share of a quiet step's keepalives that must arrive on a busy machine (see above)
 GRACE = 0.3  # how soon after a client leaves the generator must be closed and nothing left running
+PACED = 0.4  # the quiet step whose keepalives are counted against the time they had
+SLACK = 3  # keepalives allowed beyond one per interval of the time since the request
 HOW = "reading the stream through a real uvicorn server"
 
 
@@ -49,6 +62,40 @@ def stream(kata, script: Script, leave=None):
         reading = run_bounded(read_stream, f"{server.url}/drafts/d-42/events", deadline=deadline, leave=leave,
                               silence=1.0, what="reading the event stream", seconds=deadline + 3)
     return reading, server
+
+
+def settle(server, seconds: float = 2.0) -> None:
+    """Wait (at most `seconds`) until the server's loop has nothing left pending: the response is done, and
+    whatever it logs on the way out is logged. A loop that does not answer, or stays busy, is left as it is."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        if server.pending_tasks(timeout=max(until - time.monotonic(), 0.01)) == []:
+            return
+        time.sleep(0.01)
+
+
+def chain(exc: BaseException | None) -> list[BaseException]:
+    """`exc`, its causes and contexts, and the exceptions inside exception groups, each once."""
+    seen, todo = [], [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or any(e is s for s in seen):
+            continue
+        seen.append(e)
+        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
+    return seen
+
+
+def logged(record) -> str:
+    """A log record in words: 'RuntimeError: ... (logged by uvicorn.error: "Exception in ASGI application"),
+    raised at katas/...py:34 in with_keepalive: await events.aclose()'."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if exc is None:
+        return f"{record.getMessage()!r} (logged by {record.name or 'root'})"
+    frames = [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)]
+    mine = describe_frames(frames, fallback=False)
+    return (f"{type(exc).__name__}: {exc} (logged by {record.name or 'root'}: {record.getMessage().strip()!r})"
+            + (f", raised at {mine[-1]}" if mine else ""))
 
 
 def sections(names: list[str]) -> str:
@@ -229,4 +276,78 @@ def test_a_client_that_leaves_mid_stream_stops_the_generator(kata):
     assert not pending, (
         f"expected no task left pending on the server's loop after the client left mid-stream ({HOW}), "
         f"but {2 * GRACE:g} s after {gone}, {len(pending)} still were: {'; '.join(pending)}."
+    )
+
+
+def test_keepalives_are_paced_not_sent_in_a_loop(kata):
+    """keepalives are paced: one per interval while a step runs, never a flood"""
+    script = Script([0.0, PACED])
+    worst = {"excess": 0}  # the moment when the most keepalives beyond what the time allowed had arrived
+
+    def allowed(seconds: float) -> int:
+        return math.floor(seconds / INTERVAL) + SLACK
+
+    def leave(reading):  # checked at every frame; a flood is plain at ten times the allowance: stop reading there
+        now, count = time.monotonic() - reading.started, len(reading.keepalives())
+        if count - allowed(now) > worst["excess"]:
+            worst.update(excess=count - allowed(now), at=now, count=count)
+        return count > 10 * allowed(now)
+
+    reading, _ = stream(kata, script, leave=leave)
+    assert worst["excess"] <= 0, (
+        f"expected at most one keepalive per interval ({INTERVAL:g} s) of the time since the request, plus "
+        f"{SLACK}, while step 1 ran for {PACED:g} s ({HOW}), but {worst['count']} keepalives had arrived "
+        f"{worst['at']:.3f} s after the request, where the time allowed {allowed(worst['at'])}"
+        + (" (the client stopped reading there)" if reading.ended == "left" else "")
+        + f": {reading.story(6)}."
+    )
+
+
+def test_a_step_that_raises_is_logged_and_cuts_the_stream(kata):
+    """a step that raises is logged with its traceback, and the stream is cut, not ended as if complete"""
+    script = Script([0.0, QUIET], fails=1)
+    reading, server = stream(kata, script)
+    raised = script.raised[0] if script.raised else None
+    error = f"{type(raised or script.failure(1)).__name__}: {raised or script.failure(1)}"
+    records = server.error_records()
+    ours = [r for r in records if raised is not None and r.exc_info and any(e is raised for e in chain(r.exc_info[1]))]
+    others = "; ".join(dict.fromkeys(logged(r) for r in records)) or "nothing"
+    saw = what_the_generator_saw(script, reading, server)
+    fails = f"step 1 {'raised' if raised else 'was to raise'} {error} after {QUIET:g} s ({HOW})"
+    assert reading.ended == "broken", (
+        f"expected the response to be cut when {fails}: a stream that ends normally tells the client the draft "
+        f"is complete; but "
+        + {"complete": "the stream ended as if the draft were complete",
+           "silent": "the stream went silent, neither ended nor cut",
+           "deadline": "the stream was still open when the client stopped reading"}.get(
+            reading.ended, f"it ended with {ENDINGS.get(reading.ended, reading.ended)}")
+        + f": {reading.story()}." + (f" {saw}" if saw else "") + f" The server logged {others}."
+    )
+    assert ours, (
+        f"expected the server's log to show the exception when {fails}, with its traceback, but no error record "
+        f"carried it. The server logged {others}."
+    )
+
+
+def test_a_client_that_leaves_mid_step_leaves_no_error_in_the_log(kata):
+    """a client that leaves in the middle of a step leaves no error in the server's log"""
+    script = Script([0.0, 1.0, 0.0])
+
+    def leave(reading):  # go away at the first keepalive after section 0, while step 1 runs
+        return bool(reading.items()) and reading.frames[-1][1].startswith(":")
+
+    app = app_of(kata).create_app(script.events, INTERVAL)
+    with Served(app) as server:
+        reading = run_bounded(read_stream, f"{server.url}/drafts/d-42/events", deadline=1.0, leave=leave,
+                              silence=0.3, what="reading the event stream", seconds=4)
+        settle(server)
+    records = server.error_records()
+    if reading.ended in ("left", "silent", "deadline"):
+        gone = f"the client left at {reading.ended_at:.2f} s"
+    else:
+        gone = f"the stream ended at {reading.ended_at:.2f} s ({ENDINGS[reading.ended]})"
+    assert not records, (
+        f"expected no error in the server's log when a client leaves in the middle of step 1 ({HOW}); "
+        f"{gone}, and the server logged {len(records)} error{'s' if len(records) > 1 else ''}: "
+        f"{'; '.join(dict.fromkeys(logged(r) for r in records))}. The client received: {reading.story()}."
     )

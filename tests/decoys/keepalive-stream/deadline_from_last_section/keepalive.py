@@ -1,0 +1,40 @@
+"""Keeps a quiet Server-Sent Events stream alive through the load balancer.
+
+The load balancer drops a connection that has sent nothing for 350 s (its
+idle timeout), and a draft section can take longer than that. So while the
+generator is quiet, the stream sends an SSE comment: a line that starts with
+':', which every SSE client ignores.
+"""
+import asyncio
+from collections.abc import AsyncIterator
+
+KEEPALIVE = ": keepalive\n\n"
+
+
+async def with_keepalive(events: AsyncIterator[str], interval: float) -> AsyncIterator[str]:
+    """Every event of `events`, and a KEEPALIVE whenever `events` has been quiet for `interval` seconds."""
+    loop = asyncio.get_running_loop()
+    step = None  # the task running the generator's current step, kept across keepalives
+    last_section = loop.time()  # the keepalive is due `interval` after the last section
+    try:
+        while True:
+            if step is None:
+                step = asyncio.ensure_future(anext(events))
+            # wait no longer than the keepalive's deadline, and never cancel the step
+            deadline = max(0.0, last_section + interval - loop.time())
+            done, _ = await asyncio.wait({step}, timeout=deadline)
+            if not done:
+                yield KEEPALIVE
+                continue
+            finished, step = step, None
+            try:
+                event = finished.result()
+            except StopAsyncIteration:
+                return
+            last_section = loop.time()
+            yield event
+    finally:
+        if step is not None and not step.done():
+            step.cancel()
+            await asyncio.wait({step})
+        await events.aclose()

@@ -1,0 +1,39 @@
+"""Keeps a quiet Server-Sent Events stream alive through the load balancer.
+
+The load balancer drops a connection that has sent nothing for 350 s (its
+idle timeout), and a draft section can take longer than that. So while the
+generator is quiet, the stream sends an SSE comment: a line that starts with
+':', which every SSE client ignores.
+"""
+import asyncio
+from collections.abc import AsyncIterator
+
+KEEPALIVE = ": keepalive\n\n"
+
+
+async def with_keepalive(events: AsyncIterator[str], interval: float) -> AsyncIterator[str]:
+    """Every event of `events`, and a KEEPALIVE whenever `events` has been quiet for `interval` seconds."""
+    loop = asyncio.get_running_loop()
+    step = None  # the task running the generator's current step, kept across keepalives
+    due = loop.time() + interval  # when the next keepalive is due
+    try:
+        while True:
+            if step is None:
+                step = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({step}, timeout=max(0.0, due - loop.time()))
+            if not done:
+                yield KEEPALIVE
+                due += interval  # the next one, an interval after the one just due
+                continue
+            finished, step = step, None
+            try:
+                event = finished.result()
+            except StopAsyncIteration:
+                return
+            due = loop.time() + interval  # a section resets the schedule
+            yield event
+    finally:
+        if step is not None and not step.done():
+            step.cancel()
+            await asyncio.wait({step})
+        await events.aclose()
