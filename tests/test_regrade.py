@@ -9,8 +9,12 @@ beside it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -128,7 +132,6 @@ def test_without_a_sandbox_the_regrade_still_hides_the_environment_and_says_so(c
 def test_the_sandbox_has_only_loopback_and_no_secret_of_etc():
     """code in the sandbox sees no /etc/shadow, no checkout, no network interface but loopback, and writes only its own folder"""
     _need_sandbox()
-    import sys
     import tempfile
 
     readme = ROOT / "README.md"  # the checkout: only its venv may be visible
@@ -146,3 +149,36 @@ def test_the_sandbox_has_only_loopback_and_no_secret_of_etc():
         assert ran.status == 0, ran.stderr.decode(errors="replace")[-1500:]
         assert ran.stdout.decode().strip() == "[]", f"the sandbox let the code see or do: {ran.stdout.decode().strip()}"
         assert (Path(tmp) / "private" / "ok").read_text() == "ok"
+
+
+def test_room_regrade_of_a_hostile_export_leaves_the_checkout_as_it_was(checkout, tmp_path):
+    """`loopkata room --regrade` of a hostile export: the checkout's hidden tests are unchanged and the next starter still fails"""
+    _need_sandbox()
+    root, home = checkout
+    kata = catalogue.find(KATA_ID, root)
+    hostile = _hostile(kata, home)
+    starter = kata.kata_path.read_text()
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    for name, text in (("mallory", hostile), ("ada", starter + "\n# my attempt\n")):
+        (exports / f"{name}.json").write_text(json.dumps({
+            "format": "loopkata-progress", "version": 1, "learner": name, "exported_at": "2026-12-01T09:00:00+00:00",
+            "katas": {KATA_ID: {"number": 1, "title": kata.title, "status": "solved", "checks": 1,
+                                "seconds_to_solve": 60, "hints_seen": [], "solution_seen": False,
+                                "last_verdict": "passed", "failing": [],
+                                "files": [{"path": f"katas/{kata.path}", "text": text}]}},
+        }))
+    before = _digest(root)
+    env = {**os.environ, "LOOPKATA_ROOT": str(root), "HOME": str(home), "FACILITATOR_SECRET": SECRET,
+           "LOOPKATA_STATE": str(tmp_path / "state")}
+    done = subprocess.run([sys.executable, "-m", "loopkata", "room", "--regrade", "mallory.json", "ada.json",
+                           "--figure", str(tmp_path / "room.png")], cwd=exports, env=env,
+                          capture_output=True, text=True, timeout=600)
+    said = done.stdout + done.stderr
+    assert "in a sandbox (bubblewrap)" in said, f"expected the re-grade to say it ran in a sandbox:\n{said}"
+    assert _digest(root) == before, f"the re-grade changed the facilitator's checkout:\n{said}"
+    # (the facilitator's own matplotlib may keep a cache there; the learner's code writes these two)
+    assert not (home / "leak.txt").exists() and not (home / "listing.txt").exists(), \
+        "a learner's code wrote into the facilitator's home"
+    assert re.search(r"ada, 01 bound-semaphore: claimed solved, re-grade fails \d+ of \d+", said), (
+        f"expected ada's unchanged starter to fail its re-grade after mallory's, got:\n{said}")

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import catalogue, effort, hints, progress, runner, workshop
+from . import catalogue, effort, hints, progress, regrade, runner, workshop
 from .report import render_text
 from .testing import display_path
 
@@ -306,12 +306,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_progress)
     s = sub.add_parser("room", help="a workshop room: learners x katas from their exports, and a figure",
                        description="Read learners' exports (`loopkata progress --export`): print a table learner x "
-                                   "kata, save a figure, and with --regrade grade every learner's files again here.")
+                                   "kata, save a figure, and with --regrade grade every learner's files again here. "
+                                   + regrade.PROMISE)
     s.add_argument("exports", nargs="+", type=Path, metavar="EXPORT", help="export files, or folders of them")
     s.add_argument("--figure", type=Path, default=Path("room.png"), metavar="PATH",
                    help="where to save the figure (PNG; default: room.png)")
     s.add_argument("--regrade", action="store_true",
-                   help="grade every learner's files in fresh processes here and mark the claims it contradicts")
+                   help="grade every learner's files again here, each in a throw-away copy and a sandbox (bubblewrap) "
+                        "where the machine has one, and mark the claims it contradicts")
     s.set_defaults(func=cmd_room)
     s = sub.add_parser("scan", help="find the collection's bugs in your own code (exit 1 if any)",
                        description="Find the bugs the katas teach in your own code: LK01-LK07, one per kata.")
