@@ -18,10 +18,10 @@ Your task:
   without waiting for them, each call still returns its draft, and calls
   made at the same time run at the same time;
 - a request leaves a line in the access log as soon as it arrives, marked as
-  in flight (it names no status yet), even while it waits for a free thread,
-  and a completion line naming its status when it ends, even when its handler
-  raises (500): a request that hangs is then the one with an arrival line and
-  no completion line;
+  in flight (it names no status yet), even while it waits for a free thread
+  or for the rest of a body whose upload stalls, and a completion line naming
+  its status when it ends, even when its handler raises (500): a request that
+  hangs is then the one with an arrival line and no completion line;
 - a handler's error still reaches the server's log with its traceback;
 - every `async def` endpoint is one the team reviewed: listed in
   `app.REVIEWED_ASYNC` (reviewed: it only awaits, nothing in it blocks).

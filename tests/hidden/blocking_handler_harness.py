@@ -10,7 +10,11 @@
   thread of its own, stopped (and the thread joined) when the block ends.
   `threads=N` gives the served app's threadpool N threads instead of its 40
   (AnyIO's default thread limiter, the one FastAPI runs a `def` endpoint
-  with), so that a test can fill it with a few held requests.
+  with), so that a test can fill it with a few held requests; the served
+  app tells how many tasks wait for a thread of it (`threads_waiting()`), and
+  which requests the app is waiting on for more of their body
+  (`reading_body`, by X-Request-ID, seen at the ASGI `receive` the server
+  hands the app).
 - `AccessLines`: every line the logger `drafts.access` writes meanwhile.
 - `LoggedTracebacks`: every traceback any logger writes meanwhile (the
   server's "Exception in ASGI application" among them).
@@ -105,6 +109,16 @@ class ModelAPI:
         with self._cond:
             return self._cond.wait_for(lambda: len(self.arrivals) >= count, timeout=seconds)
 
+    def wait_for_working(self, count: int, seconds: float) -> bool:
+        """Wait until the model is working on `count` calls at once, at most `seconds`; is it?"""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.working >= count, timeout=seconds)
+
+    def held(self) -> list[str]:
+        """The prompts of the calls the model is working on now."""
+        with self._cond:
+            return [prompt for prompt, _, answered in self.spans if answered is None]
+
     # --- the server ------------------------------------------------------------
 
     async def _main(self, started: threading.Event) -> None:
@@ -178,11 +192,56 @@ class ModelAPI:
         await writer.drain()
 
 
+class BodyReads:
+    """Wraps the app as the server calls it: which requests the app is waiting on for more of their body.
+
+    Each request is known by its X-Request-ID. A request is in `reading` while the app waits in the
+    ASGI `receive()` the server handed it (for a POST, the next piece of its body), and in `ended`
+    once the app's call for it has returned or raised.
+    """
+
+    def __init__(self, app):
+        self.app = app
+        self.reading: dict[str, int] = {}
+        self.ended: set[str] = set()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = dict(scope.get("headers") or []).get(b"x-request-id", b"-").decode("latin-1")
+
+        async def watched_receive():
+            self.reading[rid] = self.reading.get(rid, 0) + 1
+            try:
+                return await receive()
+            finally:
+                self.reading[rid] -= 1
+
+        try:
+            await self.app(scope, watched_receive, send)
+        finally:
+            self.ended.add(rid)
+
+
 class Served:
     """The app under test, served by uvicorn: its base URL and the thread that runs its event loop."""
 
-    def __init__(self, url: str, thread: threading.Thread):
-        self.url, self.loop_thread = url, thread
+    def __init__(self, url: str, thread: threading.Thread, limiter, reads: BodyReads):
+        self.url, self.loop_thread, self._limiter, self._reads = url, thread, limiter, reads
+        self.port = int(url.rsplit(":", 1)[1])
+
+    def threads_waiting(self) -> int:
+        """How many tasks of the served app wait for a thread of its threadpool right now."""
+        return self._limiter.statistics().tasks_waiting
+
+    def reading_body(self, request_id: str) -> bool:
+        """Is the app waiting, right now, for more of the body of the request with this X-Request-ID?"""
+        return self._reads.reading.get(request_id, 0) > 0
+
+    def ended(self, request_id: str) -> bool:
+        """Has the app's call for the request with this X-Request-ID returned or raised?"""
+        return request_id in self._reads.ended
 
     def loop_lines(self) -> list[str]:
         """The lines of the code under test that the event loop thread is running right now (none if it is free)."""
@@ -207,7 +266,8 @@ def served(app, threads: int | None = None, log_level: str = "critical"):
     main loop only looks at should_exit every 0.1 s and whose shutdown always sleeps
     0.1 s: every check would pay for both.
     """
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, log_level=log_level,
+    reads = BodyReads(app)
+    config = uvicorn.Config(reads, host="127.0.0.1", port=0, log_config=None, log_level=log_level,
                             lifespan="off", access_log=False)
     server = uvicorn.Server(config)
     state = {}
@@ -215,8 +275,9 @@ def served(app, threads: int | None = None, log_level: str = "critical"):
 
     async def main():
         state["loop"], state["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        if threads is not None:  # the limiter is this event loop's own: set it here, before any request
-            anyio.to_thread.current_default_thread_limiter().total_tokens = threads
+        state["limiter"] = anyio.to_thread.current_default_thread_limiter()  # this event loop's own
+        if threads is not None:  # set here, before any request
+            state["limiter"].total_tokens = threads
         config.load()
         server.lifespan = config.lifespan_class(config)
         await server.startup()
@@ -249,7 +310,7 @@ def served(app, threads: int | None = None, log_level: str = "critical"):
         raise RuntimeError(f"expected the app to start serving on 127.0.0.1, it did not: {state.get('error')!r}")
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield Served(f"http://127.0.0.1:{port}", thread)
+        yield Served(f"http://127.0.0.1:{port}", thread, state["limiter"], reads)
     finally:
         try:
             state["loop"].call_soon_threadsafe(state["stop"].set)

@@ -7,11 +7,15 @@ user would. The app's model is a stand-in for the model's HTTP API
 answers the test controls: slow, held until released, or a failure. The
 access log is read from the logger `drafts.access`, and the server's errors
 from every logger. One test gives the served app's threadpool 2 threads (40
-by default) and holds 3 requests, so that one waits for a free thread. Every
-request has a timeout, and the model is released before the server is stopped, so nothing
-can wait for ever; the last test reads the app's routes without serving it.
+by default), has the model hold 2 requests, and only then sends a third, which
+waits for a free thread; another sends a request from a raw socket, its
+headers and half its body, and stalls. Every request has a timeout, and the
+model is released before the server is stopped, so nothing can wait for ever;
+the last test reads the app's routes without serving it.
 """
 import inspect
+import json
+import socket
 import string
 import threading
 import time
@@ -200,22 +204,19 @@ def shown(lines: list[str]) -> str:
     return "; ".join(repr(line) for line in lines) if lines else "no line"
 
 
-HELD_THREADS = 2  # threads the served app's threadpool gets in the hung-requests test (40 by default)
-HELD = HELD_THREADS + 1  # requests held at once there: the last one waits for a free thread
-ARRIVAL_WITHIN = 2.0  # seconds for the request that waits for a thread to have its arrival line
+HELD = 2  # requests the model holds at once in the hung-requests test
+LINE_WITHIN = 2.0  # seconds, at most, for a line due at once to show (a deadline: it is looked for until then)
 
 
 def test_hung_requests_show_in_the_access_log(kata):
-    """every request that hangs has an arrival line while it hangs, one still waiting for a free thread too, and a completion line after"""
+    """every request that hangs has an arrival line while it hangs, and a completion line once it ends"""
     rids = [request_id("hung", i) for i in range(HELD)]
     prompts = {rid: f"hang: a draft the model never finishes, number {i + 1}" for i, rid in enumerate(rids)}
-    how = (f"{HELD_THREADS} requests held by the model, then one more sent while they held the served app's "
-           f"threadpool, limited to {HELD_THREADS} threads, {HOW}")
+    how = f"{HELD} requests sent at once and held by the model, {HOW}"
     with ModelAPI() as model, AccessLines() as log:
         app = part(kata, "app").create_app(model.url)
-        with served(app, threads=HELD_THREADS) as server:
-            calls = [Call(server.url, prompts[rid], rid, AT_ONCE_WITHIN + ARRIVAL_WITHIN + 30)
-                     for rid in rids[:HELD_THREADS]]
+        with served(app) as server:
+            calls = [Call(server.url, prompts[rid], rid, AT_ONCE_WITHIN + 30) for rid in rids]
             try:
                 assert model.wait_for_calls(1, max(hang_after(), AT_ONCE_WITHIN)), (
                     f"expected POST /drafts to call the model within {max(hang_after(), AT_ONCE_WITHIN):g} s, it did "
@@ -228,26 +229,18 @@ def test_hung_requests_show_in_the_access_log(kata):
                     "log had no line for any of them: a request stuck in its handler looks exactly like one that "
                     f"never arrived (checked once the model held the first call, {how})"
                 )
-                since = time.monotonic()
-                while model.working < HELD_THREADS and time.monotonic() < since + AT_ONCE_WITHIN:
+                since = time.monotonic()  # the other one too, unless the loop is held by the first
+                while not model.wait_for_working(HELD, 0.02) and time.monotonic() < since + AT_ONCE_WITHIN:
                     if loop_held(server):
                         break
-                calls.append(Call(server.url, prompts[rids[-1]], rids[-1], ARRIVAL_WITHIN + 30))
-                since = time.monotonic()
-                while not all(log.of(rid) for rid in rids) and time.monotonic() < since + ARRIVAL_WITHIN:
-                    if loop_held(server):
-                        break
-                lined = {rid: log.of(rid) for rid in rids}
-                missing = [rid for rid in rids if not lined[rid]]
-                others = HELD - len(missing)
+                at_model = model.held()
+                missing = [rid for rid in rids if prompts[rid] in at_model and not log.of(rid)]
                 assert not missing, (
-                    f"expected an arrival line for each of the {HELD} hung requests while they hung, but "
-                    f"{' and '.join(missing)} had none while "
-                    f"{'the other one had its own' if others == 1 else f'the other {others} had theirs'}: a request "
-                    "held before its handler runs, waiting for a free thread say, looks exactly like one that never "
-                    f"arrived (waited {ARRIVAL_WITHIN:g} s after sending the last, {how})"
+                    f"expected an arrival line for each request the model held, but {' and '.join(missing)} had none "
+                    f"while the model held it: a request stuck in its handler looks exactly like one that never "
+                    f"arrived ({how})"
                 )
-                done = [line for rid in rids for line in lined[rid] if AccessLines.statuses(line)]
+                done = [line for rid in rids for line in log.of(rid) if AccessLines.statuses(line)]
                 assert not done, (
                     "expected no completion line while the requests still hung (an arrival line names no status), "
                     f"but the access log had {shown(done)} before the model had answered ({how})"
@@ -261,13 +254,115 @@ def test_hung_requests_show_in_the_access_log(kata):
                     f"expected the hung request {c.request_id} to answer 200 once the model answered, it got "
                     f"{c.said()} ({how})"
                 )
-            deadline = time.monotonic() + ARRIVAL_WITHIN  # one wait for all of them, not one each
+            deadline = time.monotonic() + LINE_WITHIN  # one wait for all of them, not one each
             ended = {rid: wait_for_line(log, rid, "200", deadline - time.monotonic()) for rid in rids}
     for rid, mine in ended.items():
         assert any("200" in AccessLines.statuses(line) for line in mine), (
             f"expected a completion line naming status 200 once the hung request {rid} had answered, but the "
             f"access log had {shown(mine)} for it ({how})"
         )
+
+
+HELD_THREADS = 2  # threads the served app's threadpool gets in the queued-request test (40 by default)
+QUEUED_WITHIN = 10.0  # seconds, at most, for the queued request to show: by its line, or by its wait for a thread
+
+
+def test_a_request_waiting_for_a_free_thread_has_an_arrival_line(kata):
+    """a request that arrives while every thread is held by a slow call has an arrival line while it waits for one"""
+    held = [request_id("held", i) for i in range(HELD_THREADS)]
+    queued = request_id("queued")
+    how = (f"the served app's threadpool limited to {HELD_THREADS} threads, {HELD_THREADS} requests held by the "
+           f"model first, then {queued} sent, {HOW}")
+    with ModelAPI() as model, AccessLines() as log:
+        app = part(kata, "app").create_app(model.url)
+        with served(app, threads=HELD_THREADS) as server:
+            calls = [Call(server.url, f"hang: a draft that holds a thread, number {i + 1}", rid, QUEUED_WITHIN + 30)
+                     for i, rid in enumerate(held)]
+            try:
+                # First every thread is held: the model's own count of the calls it holds says so, not a clock.
+                since = time.monotonic()
+                while not model.wait_for_working(HELD_THREADS, 0.02):
+                    ended = [c for c in calls if c.done]
+                    assert not ended, (
+                        f"expected POST /drafts to wait for the model while it held the call, but it answered first: "
+                        f"{ended[0].said()} ({how})"
+                    )
+                    stuck = server.loop_lines() if loop_held(server) else []
+                    waited = time.monotonic() - since
+                    assert not stuck and waited < max(hang_after(), AT_ONCE_WITHIN), (
+                        f"expected the {HELD_THREADS} requests sent first to be held by the model at once (one on "
+                        f"each thread of the threadpool), but the model held {model.working} of them"
+                        + (blocked_at(stuck) if stuck else f" after {waited:.1f} s") + f" ({how})"
+                    )
+                calls.append(Call(server.url, "hang: the draft of a request that waits for a thread", queued,
+                                  QUEUED_WITHIN + 30))
+                # Then the request shows either by its line, or by waiting for a thread: a line written as it
+                # came in is there before it waits for anything.
+                deadline, waiting = time.monotonic() + QUEUED_WITHIN, 0
+                while not (mine := log.of(queued)) and time.monotonic() < deadline:
+                    waiting = server.threads_waiting()
+                    if waiting:
+                        mine = log.of(queued)
+                        break
+                    time.sleep(0.005)
+                ended = [c for c in calls[:HELD_THREADS] if c.done]
+                assert not ended, (
+                    f"expected POST /drafts to wait for the model while it held the call, but it answered first: "
+                    f"{ended[0].said()} ({how})"
+                )
+                assert mine, (
+                    f"expected an arrival line for {queued} as soon as it arrived, while the model held "
+                    f"{HELD_THREADS} slow calls on the threadpool's {HELD_THREADS} threads, but "
+                    + ("it was waiting for a free thread and the access log had no line for it: a request queued "
+                       "for a thread looks exactly like one that never arrived" if waiting else
+                       f"the access log had no line for it {QUEUED_WITHIN:g} s after it was sent")
+                    + f" ({how})"
+                )
+            finally:
+                model.release()
+                for c in calls:
+                    c.wait(hang_after() + 5)
+            last = calls[-1]
+            assert last.response is not None and last.response.status_code == 200, (
+                f"expected {queued} to answer 200 once a thread was free and the model answered, it got "
+                f"{last.said()} ({how})"
+            )
+
+
+def test_a_request_whose_body_never_finishes_has_an_arrival_line(kata):
+    """a request whose body never finishes arriving has an arrival line while the server waits for the rest"""
+    rid = request_id("stalled")
+    body = json.dumps({"prompt": "a long message whose upload stalls halfway"}).encode()
+    sent = len(body) // 2
+    head = (f"POST /drafts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nX-Request-ID: {rid}\r\n\r\n").encode()
+    how = (f"a client on a raw socket sent POST /drafts, its headers with Content-Length: {len(body)} and "
+           f"{sent} bytes of the body, then stalled, {HOW}")
+    with ModelAPI() as model, AccessLines() as log:
+        app = part(kata, "app").create_app(model.url)
+        with served(app) as server:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=hang_after() + 5) as client:
+                client.sendall(head + body[:sent])
+                # The request shows either by its line, or by the app waiting for the rest of its body: a
+                # line written as it came in is there before anything waits for the body.
+                deadline, reading = time.monotonic() + QUEUED_WITHIN, False
+                while not (mine := log.of(rid)) and time.monotonic() < deadline:
+                    reading = server.reading_body(rid)
+                    if reading:
+                        mine = log.of(rid)
+                        break
+                    time.sleep(0.005)
+            # The client has given up and closed its connection: let the server finish with the request.
+            deadline = time.monotonic() + hang_after() + 2
+            while not server.ended(rid) and time.monotonic() < deadline:
+                time.sleep(0.005)
+    assert mine, (
+        f"expected an arrival line for {rid} as soon as its headers had arrived, but "
+        + ("the app was waiting for the rest of its body and the access log had no line for it: a request whose "
+           "upload stalls, then gives up, looks exactly like one that never arrived" if reading else
+           f"the access log had no line for it {QUEUED_WITHIN:g} s after it was sent")
+        + f" ({how})"
+    )
 
 
 def test_a_request_whose_handler_raises_gets_a_completion_line(kata):
@@ -282,8 +377,8 @@ def test_a_request_whose_handler_raises_gets_a_completion_line(kata):
                 f"expected POST /drafts to answer when the model answered 503, it got {call.said()} ({HOW})"
             )
             status = str(call.response.status_code)
-            mine = wait_for_line(log, rid, status, ARRIVAL_WITHIN)  # at once when the line is written at all
-            deadline = time.monotonic() + ARRIVAL_WITHIN  # the server logs the error just after it has answered
+            mine = wait_for_line(log, rid, status, LINE_WITHIN)  # at once when the line is written at all
+            deadline = time.monotonic() + LINE_WITHIN  # the server logs the error just after it has answered
             while not errors.naming("ModelError", "503") and time.monotonic() < deadline:
                 time.sleep(0.01)
     assert any(status in AccessLines.statuses(line) for line in mine), (
