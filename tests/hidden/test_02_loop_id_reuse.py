@@ -6,10 +6,13 @@ the end. Then it plays warm invocations: each `kata.handler(...)` call is one
 `asyncio.run`, in one process, as in a warm Lambda container. Each invocation
 runs under a hang guard.
 
-Open file descriptors are counted for the whole test process, so they include
-the server's side of every connection the client leaves open. The server also
-says whether a client is still connected and waiting for a slow answer, and
-the event loops of finished invocations are counted after gc.collect().
+The socket tests count the sockets of the test process connected to the tool
+server (the code under test's side of each connection; every open file
+descriptor where the system cannot tell them apart). The event-loop test
+counts every other file descriptor the process holds, before the first call
+and after the last, and the event loops still open. The server also says whether a client is still connected
+and waiting for a slow answer, and the event loops of finished invocations
+are counted after gc.collect().
 
 Every failure message starts with how the test drove the code ("handler call
 2 of 3 in one process", "over 6 handler calls ..."); the learner's own
@@ -44,6 +47,7 @@ class ToolServer:
         self.slow_waiting = 0  # requests for "slow" whose client is still connected, waiting for the answer
         self.stopping = False  # set by stop(): a slow answer still due is given at once
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -77,7 +81,7 @@ class ToolServer:
         loop = self._loop = asyncio.new_event_loop()
         app = web.Application()
         app.router.add_post("/classify", self._classify)
-        runner = web.AppRunner(app, access_log=None)
+        runner = self._runner = web.AppRunner(app, access_log=None)
         try:
             loop.run_until_complete(runner.setup())
             site = web.TCPSite(runner, "127.0.0.1", 0, shutdown_timeout=0.5)
@@ -105,6 +109,16 @@ class ToolServer:
         if self._error is not None:
             raise RuntimeError(f"the test's tool server could not start: {self._error}")
         return self
+
+    def open_connections(self) -> int:
+        """Connections the server has open: each holds a descriptor at either end, both in this process."""
+        server = self._runner.server if self._runner is not None else None
+        while server is not None:
+            try:
+                return len(server.connections)
+            except RuntimeError:
+                continue  # the server thread changed the table while it was being read
+        return 0
 
     def stop(self) -> None:
         self.stopping = True
@@ -154,6 +168,13 @@ def client_sockets(server: "ToolServer") -> int | None:
         except OSError:
             continue  # closed meanwhile (the listing's own descriptor, say)
     return sum(link[len("socket:["):-1] in inodes for link in links if link.startswith("socket:["))
+
+
+def counted(server: "ToolServer") -> str:
+    """What settled_fds counts on this system, as the failure messages say it."""
+    if client_sockets(server) is None:
+        return "open file descriptors"  # every one: this system cannot tell the sockets to the tool server apart
+    return "open sockets to the test's tool server"
 
 
 def settled_fds(server: "ToolServer", at_most: int | None = None, seconds: float = 1.5) -> int:
@@ -209,6 +230,25 @@ def invoke(kata, server: ToolServer, what: str) -> None:
     assert got == EXPECTED, f"{what}: expected the categories {EXPECTED}, got {got}"
 
 
+FAILING_ITEMS = ["coffee", "boom", "taxi"]  # the tool server answers 503 for "boom"
+
+
+def invoke_failing(kata, server: ToolServer, what: str) -> None:
+    """One invocation whose "boom" item the tool server answers with 503: handler must raise it."""
+    event = {"tool_url": server.url, "items": FAILING_ITEMS}
+    expected = "expected handler to raise the tool server's 503 as aiohttp.ClientResponseError"
+    try:
+        run_bounded(kata.handler, event, what=what)
+    except aiohttp.ClientResponseError:
+        pass  # the tool's 503 reaches the caller: that is what should happen
+    except Hang:
+        raise
+    except Exception as exc:
+        raise AssertionError(f"{what}: {expected}, but it raised {type(exc).__name__}: {exc}") from exc
+    else:
+        raise AssertionError(f"{what}: {expected}, but it returned")
+
+
 GC_PAUSED = ", with the garbage collector paused"
 
 
@@ -262,8 +302,8 @@ def test_warm_invocations_keep_no_sockets_open(kata, tool_server):
             invoke(kata, tool_server, handler_call(i, 6, GC_PAUSED))
         after_sixth = settled_fds(tool_server, at_most=after_first)
     assert after_sixth <= after_first, (
-        f"over 6 handler calls in one process{GC_PAUSED}: expected no more open file descriptors "
-        f"after 6 invocations than after the first, got {after_sixth - after_first} more: sockets to the "
+        f"over 6 handler calls in one process{GC_PAUSED}: expected no more {counted(tool_server)} "
+        f"after 6 invocations than after the first, got {after_sixth - after_first} more: connections to the "
         "test's tool server that earlier invocations left open"
     )
 
@@ -289,24 +329,12 @@ def test_failed_invocation_leaves_no_socket_open(kata, tool_server):
     with gc_paused():
         invoke(kata, tool_server, handler_call(1, 3, GC_PAUSED))
         after_first = settled_fds(tool_server)
-        event = {"tool_url": tool_server.url, "items": ["coffee", "boom", "taxi"]}
-        what = handler_call(2, 3, ", the tool server answering 503 for one of its 3 items")
-        expected = "expected handler to raise the tool server's 503 as aiohttp.ClientResponseError"
-        try:
-            run_bounded(kata.handler, event, what=what)
-        except aiohttp.ClientResponseError:
-            pass  # the tool's 503 reaches the caller: that is what should happen
-        except Hang:
-            raise
-        except Exception as exc:
-            raise AssertionError(f"{what}: {expected}, but it raised {type(exc).__name__}: {exc}") from exc
-        else:
-            raise AssertionError(f"{what}: {expected}, but it returned")
+        invoke_failing(kata, tool_server, handler_call(2, 3, ", the tool server answering 503 for one of its 3 items"))
         invoke(kata, tool_server, handler_call(3, 3, GC_PAUSED))
         after_third = settled_fds(tool_server, at_most=after_first)
     assert after_third <= after_first, (
         f"over 3 handler calls in one process{GC_PAUSED}, the tool server answering 503 in call 2: "
-        f"expected no more open file descriptors after a failed invocation and a good one than after the "
+        f"expected no more {counted(tool_server)} after a failed invocation and a good one than after the "
         f"first, got {after_third - after_first} more: the failed invocation left its sockets open"
     )
 
@@ -360,4 +388,153 @@ def test_warm_invocations_keep_no_finished_loop_alive(kata, tool_server):
         "something still refers to them: a module global that keeps them, or a session never closed "
         "(with aiodns installed, aiohttp's DNS resolver keeps the loop of a session never closed; "
         "notebook 03 is about such leaks)"
+    )
+
+
+def fd_links() -> dict[int, str] | None:
+    """Each open descriptor of this process and what it is (its /proc/self/fd link), or None."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    links = {}
+    for name in names:
+        try:
+            links[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # closed meanwhile (the listing's own descriptor, say)
+    return links
+
+
+def socket_inodes(tables: tuple[str, ...], port: int | None = None) -> set[str] | None:
+    """Inodes of the sockets listed in /proc/net `tables` (with `port` at either end, if given), or None."""
+    inodes = set()
+    try:
+        for table in tables:
+            with open(f"/proc/net/{table}") as f:
+                for line in f.read().splitlines()[1:]:
+                    fields = line.split()
+                    if port is None:
+                        inodes.add(fields[6])  # the unix table: Num RefCount Protocol Flags Type St Inode
+                    elif port in (int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)):
+                        inodes.add(fields[9])
+    except (OSError, IndexError, ValueError):
+        return None
+    return inodes
+
+
+def held(server: ToolServer) -> dict[int, str] | int:
+    """What this process holds now, connections to the tool server aside (the socket tests count
+    those): {descriptor: what it is} on Linux; elsewhere only how many (every open descriptor,
+    less both ends of each connection the tool server has open)."""
+    links = fd_links()
+    port = int(server.url.rsplit(":", 1)[1])
+    tool = socket_inodes(("tcp", "tcp6"), port) if links is not None else None
+    if links is None or tool is None:
+        return open_fds() - 2 * server.open_connections()
+    return {fd: link for fd, link in links.items() if not (link.startswith("socket:[") and link[8:-1] in tool)}
+
+
+def grown(before: dict[int, str] | int, after: dict[int, str] | int) -> list[str]:
+    """The descriptors held in `after` that were not in `before`, each as what it is."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [link for fd, link in after.items() if before.get(fd) != link]
+    def how_many(h):
+        return h if isinstance(h, int) else len(h)
+    return ["?"] * max(how_many(after) - how_many(before), 0)
+
+
+def described(links: list[str]) -> str:
+    """' (3 epoll instances and 6 Unix sockets)': what the descriptors are, by kind, where known."""
+    unix = socket_inodes(("unix",)) or set()
+    kinds: dict[tuple[str, str], int] = {}
+    for link in links:
+        if link == "?":
+            continue  # this system does not say what it is
+        elif link == "anon_inode:[eventpoll]":
+            kind = ("epoll instance", "epoll instances")
+        elif link.startswith("socket:["):
+            kind = ("Unix socket", "Unix sockets") if link[8:-1] in unix else ("socket", "sockets")
+        elif link.startswith("pipe:["):
+            kind = ("pipe end", "pipe ends")
+        elif link.startswith("anon_inode:"):
+            name = link[len("anon_inode:"):].strip("[]")
+            kind = (f"{name} descriptor", f"{name} descriptors")
+        else:
+            kind = ("file", "files")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    parts = [f"{n} {kind[n != 1]}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1])]
+    if not parts:
+        return ""
+    return " (" + ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] + ")"
+
+
+def held_by_one_kept_loop(server: ToolServer) -> int:
+    """How many descriptors one open event loop with one aiohttp session on it holds (connections
+    aside): what a fix that keeps a loop and its session for the container's whole life may hold.
+
+    Returns once they are all closed again. A closed session's DNS resolver (aiodns) lets go of
+    its descriptors a moment later, on a thread of its own that takes one resolver after another,
+    so by then every resolver closed earlier has let go of its descriptors too."""
+    async def open_session() -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+
+    before = held(server)
+    loop = asyncio.new_event_loop()
+    try:
+        session = loop.run_until_complete(open_session())
+        mine = held(server)
+        count = len(grown(before, mine))
+        loop.run_until_complete(session.close())
+    finally:
+        loop.close()
+    if isinstance(before, dict) and isinstance(mine, dict):
+        opened = {fd: link for fd, link in mine.items() if before.get(fd) != link}
+        deadline = time.monotonic() + 5.0  # against a hang only: they close within milliseconds
+        while time.monotonic() < deadline:
+            now = fd_links() or {}
+            if not any(now.get(fd) == link for fd, link in opened.items()):
+                break
+            time.sleep(0.01)
+    return count
+
+
+def open_loops_made_since(before) -> int:
+    """Event loops not among `before` and not closed, reachable or not (with the collector paused,
+    an unreachable loop is still there, with its descriptors)."""
+    return sum(
+        1 for obj in gc.get_objects()
+        if isinstance(obj, asyncio.AbstractEventLoop) and obj not in before and not obj.is_closed()
+    )
+
+
+def test_every_event_loop_is_closed_when_handler_returns(kata, tool_server):
+    """every event loop is closed by the time handler returns, even when the call fails (one kept for the container is fine)"""
+    calls, failing = 6, (2, 4, 6)
+    how = f"{GC_PAUSED}, the tool server answering 503 in calls 2, 4 and 6"
+    gc.collect()  # what earlier tests left behind is not this test's business
+    allowed = held_by_one_kept_loop(tool_server)
+    loops_before = weakref.WeakSet(obj for obj in gc.get_objects() if isinstance(obj, asyncio.AbstractEventLoop))
+    with gc_paused():
+        before = held(tool_server)
+        for i in range(1, calls + 1):
+            (invoke_failing if i in failing else invoke)(kata, tool_server, handler_call(i, calls, how))
+        held_by_one_kept_loop(tool_server)  # so every DNS resolver the code closed has let go of its descriptors
+        new = grown(before, held(tool_server))
+        loops = open_loops_made_since(loops_before)
+        deadline = time.monotonic() + 1.0
+        while not isinstance(before, dict) and len(new) > allowed and loops <= 1 and time.monotonic() < deadline:
+            time.sleep(0.02)  # counted, not told apart: a closing resolver's descriptors cannot be waited for
+            new = grown(before, held(tool_server))
+        what_they_are = described(new)  # while the collector is paused: nothing has closed them yet
+    assert len(new) <= allowed and loops <= 1, (
+        f"over {calls} handler calls in one process{how}: expected the process to hold at most {allowed} more "
+        f"file descriptors after the last call than before the first (what one event loop with one aiohttp "
+        f"session on it holds, kept for the container's whole life; connections to the test's tool server "
+        f"not counted), and at most 1 event loop made during those calls still open; got {len(new)} more "
+        f"file descriptors{what_they_are}, and "
+        + (f"{loops} event loops made during those calls not closed (an event loop holds an epoll instance "
+           "and two Unix sockets, its self-pipe, until loop.close())" if loops > 1 else
+           "1 event loop made during those calls still open (as a loop kept for the container would be)"
+           if loops else "every event loop made during those calls closed")
     )
