@@ -1,14 +1,17 @@
 """Hidden tests for kata 07, silent-queue.
 
-Part 1 starts real Celery workers from the deploy files' own command lines
-(those a default deploy starts: a compose service behind `profiles` is left
-out, as `docker compose up` leaves it out), with options that make them quick
-to start added at the end, against a broker that is a fresh folder of files
-per test (or $CELERY_BROKER_URL), sends every kind of task by name (and a
-schema sync with .delay(), as the API sends it), and waits for each. Part 2
-runs the learner's guard on deploy files it has not seen. Every worker is killed with its
-process group when the test ends, whatever happened.
+Part 1 runs the learner's guard on deploy files it has not seen, written by the
+test, and checks that it reads them as the platform and Celery do (no workers:
+these are quick, and come first). Part 2 starts real Celery workers from the
+deploy files' own command lines (those a default deploy starts: a compose
+service behind `profiles` is left out, as `docker compose up` leaves it out),
+with options that make them quick to start added at the end, against a broker
+that is a fresh folder of files per test (or $CELERY_BROKER_URL), sends every
+kind of task by name (and a schema sync with .delay(), as the API sends it),
+and waits for each. Every worker is killed with its process group when the
+test ends, whatever happened.
 """
+import re
 import shlex
 import textwrap
 import time
@@ -46,6 +49,214 @@ def app_of(kata):
 
     return importlib.import_module(f"{kata.__name__}.celery_app").app
 
+
+# --- part 1: the guard -------------------------------------------------------
+
+def guard(kata, tmp_path, name: str, text: str, default_queue: str | None = None, routes: dict | None = None,
+          task_routes=None) -> set:
+    """The learner's guard on a deploy file the test writes; `routes` are added to the app's, `task_routes` replaces them."""
+    import importlib
+
+    app = app_of(kata)
+    if default_queue:
+        app.conf.task_default_queue = default_queue
+    if routes:
+        app.conf.task_routes = {**(app.conf.task_routes or {}), **routes}
+    if task_routes is not None:
+        app.conf.task_routes = task_routes
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    found = importlib.import_module(f"{kata.__name__}.guard").unconsumed_queues(app, path)
+    return set(found)
+
+
+def expect(found: set, wanted: set, case: str) -> None:
+    assert found == wanted, (
+        f"expected the guard to name {sorted(wanted) or 'no queue'} for {case}, got {sorted(found) or 'no queue'} "
+        "(calling guard.unconsumed_queues(app, path) directly on a deploy file the test wrote)"
+    )
+
+
+PROCFILE_WEB = "web: uvicorn reports.web:app --host 0.0.0.0 --port $PORT\n"
+
+
+def test_the_guard_names_what_a_worker_without_a_queue_option_leaves_out(kata, tmp_path):
+    """the guard names the routed queues a worker with no -Q leaves without a consumer"""
+    found = guard(kata, tmp_path, "Procfile", PROCFILE_WEB + "worker: celery -A reports.celery_app worker -l INFO\n")
+    expect(found, {"schema", "insight"}, "a Procfile whose worker has no -Q (it consumes only 'celery')")
+
+
+SPELLINGS = [  # (worker options, queues left without a consumer)
+    ("-Q schema", {"insight", "celery"}),
+    ("--queues=schema,insight", {"celery"}),
+    ("--queues schema,insight,celery", set()),
+    ("-Qschema,insight,celery", set()),
+    ("--loglevel=INFO -Q insight,celery,schema", set()),
+]
+
+
+def test_the_guard_reads_every_spelling_of_the_queue_option(kata, tmp_path):
+    """the guard reads -Q a,b, -Qa,b, --queues=a,b and --queues a,b"""
+    wrong = []
+    for option, wanted in SPELLINGS:
+        command = f"worker: celery -A reports.celery_app worker {option} --loglevel=INFO\n"
+        found = guard(kata, tmp_path, "Procfile", PROCFILE_WEB + command)
+        if found != wanted:
+            wrong.append(f"`{option}`: expected {sorted(wanted) or 'no queue'}, got {sorted(found) or 'no queue'}")
+    assert not wrong, (
+        "expected the guard to read every spelling of the queue option (calling guard.unconsumed_queues(app, path) "
+        "directly on a Procfile the test wrote, one per spelling); for a worker started with " + "; ".join(wrong)
+    )
+
+
+def test_the_guard_counts_every_worker_service(kata, tmp_path):
+    """the guard counts every worker in a Procfile and in a compose file: two that split the queues cover them all"""
+    procfile = (PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q insight,celery --loglevel=INFO\n"
+                "schema_worker: celery -A reports.celery_app worker -Q schema --loglevel=INFO\n")
+    expect(guard(kata, tmp_path, "Procfile", procfile), set(),
+           "a Procfile with two workers, one on 'insight,celery' and one on 'schema'")
+    expect(guard(kata, tmp_path, "Procfile", procfile.replace("-Q insight,celery", "-Q celery")), {"insight"},
+           "a Procfile whose two workers consume 'celery' and 'schema' only")
+    compose = """
+        services:
+          web:
+            command: uvicorn reports.web:app --host 0.0.0.0 --port 8000
+          worker-schema:
+            command: celery -A reports.celery_app worker --queues=schema --concurrency=2
+          worker-rest:
+            command: ["celery", "-A", "reports.celery_app", "worker", "-Q", "insight,celery"]
+    """
+    expect(guard(kata, tmp_path, "docker-compose.yml", compose), set(),
+           "a compose file with two workers, one on 'schema' and one on 'insight,celery'")
+    partial = compose.replace('"insight,celery"', '"celery"')
+    expect(guard(kata, tmp_path, "docker-compose.yml", partial), {"insight"},
+           "a compose file whose two workers consume 'schema' and 'celery' only")
+
+
+def test_the_guard_follows_a_renamed_default_queue(kata, tmp_path):
+    """the guard uses the app's own default queue, even when it is not called 'celery'"""
+    plain = PROCFILE_WEB + "worker: celery -A reports.celery_app worker\n"
+    expect(guard(kata, tmp_path, "Procfile", plain, default_queue="default"), {"schema", "insight"},
+           "an app whose default queue is 'default' and a worker with no -Q (it consumes 'default')")
+    old_name = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery\n"
+    expect(guard(kata, tmp_path, "Procfile", old_name, default_queue="default"), {"default"},
+           "an app whose default queue is 'default' and a worker on 'schema,insight,celery'")
+
+
+def test_the_guard_names_a_queue_for_tasks_defined_elsewhere(kata, tmp_path):
+    """the guard names every queue the routes send to, also for tasks this process does not define"""
+    # Another service defines the export tasks; this app sends them by name (app.send_task("export.csv")),
+    # and its routes send them to 'export'. No task registered here goes there.
+    routes = {"export.*": {"queue": "export"}}
+    worker = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery\n"
+    expect(guard(kata, tmp_path, "Procfile", worker, routes=routes), {"export"},
+           "an app that also routes 'export.*' (tasks another service defines) to 'export', and a worker on "
+           "'schema,insight,celery'")
+    covered = worker.replace("insight,celery", "insight,celery,export")
+    expect(guard(kata, tmp_path, "Procfile", covered, routes=routes), set(),
+           "an app that also routes 'export.*' to 'export', and a worker on 'schema,insight,celery,export'")
+
+
+def test_the_guard_counts_no_beat_as_a_consumer(kata, tmp_path):
+    """the guard does not count `celery beat` as a worker: the scheduler sends tasks and consumes no queue"""
+    procfile = (PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight --loglevel=INFO\n"
+                "beat: celery -A reports.celery_app beat --loglevel=INFO\n")
+    expect(guard(kata, tmp_path, "Procfile", procfile), {"celery"},
+           "a Procfile whose worker consumes 'schema,insight' and whose other Celery process is "
+           "`celery -A reports.celery_app beat` (the scheduler: it sends tasks when they are due, and runs none)")
+
+
+def test_the_guard_skips_a_commented_out_worker(kata, tmp_path):
+    """the guard does not count a commented-out Procfile line: the platform starts nothing from it"""
+    procfile = (PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q insight,celery --loglevel=INFO\n"
+                "#schema_worker: celery -A reports.celery_app worker -Q schema --loglevel=INFO\n")
+    expect(guard(kata, tmp_path, "Procfile", procfile), {"schema"},
+           "a Procfile whose worker consumes 'insight,celery' and whose line for a 'schema' worker is commented out "
+           "(`#schema_worker: celery -A reports.celery_app worker -Q schema`: a comment, which honcho and the "
+           "platforms skip)")
+
+
+COMPOSE_SPLIT = """
+    services:
+      web:
+        command: uvicorn reports.web:app --host 0.0.0.0 --port 8000
+      worker-rest:
+        command: celery -A reports.celery_app worker -Q insight,celery
+      worker-schema:
+        command: celery -A reports.celery_app worker -Q schema
+        profiles: ["schema"]
+"""
+
+
+def test_the_guard_leaves_out_a_compose_service_behind_a_profile(kata, tmp_path):
+    """the guard does not count a compose worker behind `profiles`: a plain `docker compose up` does not start it"""
+    expect(guard(kata, tmp_path, "docker-compose.yml", COMPOSE_SPLIT), {"schema"},
+           "a compose file whose worker-rest consumes 'insight,celery' and whose worker-schema, on 'schema', has "
+           "`profiles: [\"schema\"]` (started only by `docker compose --profile schema up`, not by a plain "
+           "`docker compose up`)")
+    started = COMPOSE_SPLIT.replace('        profiles: ["schema"]\n', "")
+    expect(guard(kata, tmp_path, "docker-compose.yml", started), set(),
+           "the same compose file with the profile taken off worker-schema")
+
+
+def test_the_guard_reads_a_route_given_as_a_queue_name(kata, tmp_path):
+    """the guard reads a route written as the queue's name alone ({"export.*": "export"}), as Celery does"""
+    routes = {"export.*": "export"}  # Celery's short form of {"export.*": {"queue": "export"}}
+    worker = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery\n"
+    expect(guard(kata, tmp_path, "Procfile", worker, routes=routes), {"export"},
+           "an app that also routes 'export.*' with the short form {\"export.*\": \"export\"} (the queue's name "
+           "alone: Celery sends export.csv to 'export'), and a worker on 'schema,insight,celery'")
+    covered = worker.replace("insight,celery", "insight,celery,export")
+    expect(guard(kata, tmp_path, "Procfile", covered, routes=routes), set(),
+           "an app that also routes {\"export.*\": \"export\"}, and a worker on 'schema,insight,celery,export'")
+
+
+def test_the_guard_reads_a_list_of_routers(kata, tmp_path):
+    """the guard reads task_routes given as a list of route tables, every one of them"""
+    routers = [{"schema.*": {"queue": "schema"}},
+               {"insight.*": {"queue": "insight"}, "export.*": {"queue": "export"}}]
+    shown = "task_routes = [{'schema.*': {'queue': 'schema'}}, {'insight.*': {'queue': 'insight'}, " \
+            "'export.*': {'queue': 'export'}}] (a list of routers, each asked in turn)"
+    worker = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery\n"
+    expect(guard(kata, tmp_path, "Procfile", worker, task_routes=routers), {"export"},
+           f"an app with {shown} and a worker on 'schema,insight,celery'")
+    expect(guard(kata, tmp_path, "Procfile", worker.replace("insight,", ""), task_routes=routers),
+           {"insight", "export"}, f"an app with {shown} and a worker on 'schema,celery'")
+
+
+def test_the_guard_refuses_a_procfile_that_defines_a_process_type_twice(kata, tmp_path):
+    """the guard refuses a Procfile with two `worker:` lines: a platform runs only one of them"""
+    procfile = (PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema --loglevel=INFO\n"
+                "worker: celery -A reports.celery_app worker -Q insight,celery --loglevel=INFO\n")
+    try:
+        found = guard(kata, tmp_path, "Procfile", procfile)
+    except Exception:  # noqa: BLE001 - refusing the file outright is a right answer
+        return
+    assert found, (
+        "expected the guard to refuse a Procfile that defines the process type 'worker' on lines 2 and 3, one on "
+        "'schema' and one on 'insight,celery' (by raising, or by naming the queues a kept line leaves out), but it "
+        "named no queue (calling guard.unconsumed_queues(app, path) directly on a Procfile the test wrote): honcho "
+        "refuses such a file, and a platform keeps one command per process type, so one of these lines never runs"
+    )
+
+
+def test_the_guard_splits_the_queue_list_on_commas_only(kata, tmp_path):
+    """the guard splits -Q on commas only, as Celery does: in `-Q "schema, insight"` the second queue is ' insight'"""
+    spaced = PROCFILE_WEB + 'worker: celery -A reports.celery_app worker -Q "schema, insight, celery"\n'
+    expect(guard(kata, tmp_path, "Procfile", spaced), {"insight", "celery"},
+           "a Procfile whose worker has `-Q \"schema, insight, celery\"` (Celery splits the list on commas only, "
+           "so that worker consumes 'schema', ' insight' and ' celery', spaces included)")
+    listed = """
+        services:
+          worker:
+            command: ["celery", "-A", "reports.celery_app", "worker", "-Q", "schema,insight, celery"]
+    """
+    expect(guard(kata, tmp_path, "docker-compose.yml", listed), {"celery"},
+           "a compose file whose worker's command is [..., \"-Q\", \"schema,insight, celery\"] (it consumes "
+           "'schema', 'insight' and ' celery', spaces included)")
+
+
+# --- part 2: real workers from the deploy files -------------------------------
 
 def importable(kata, tmp_path) -> Path:
     """A folder where `reports` is the package under test, as the deploy files' `-A reports.celery_app` expects."""
@@ -138,6 +349,32 @@ def wait_for(app, sent: dict, seconds: float) -> dict:
     return states
 
 
+PROCFILE_LINE = re.compile(r"^([A-Za-z0-9_-]+):\s*(.+)$")  # a Procfile line as honcho reads it
+
+
+def defined_twice(procfile: Path) -> dict:
+    """process type -> [(line number, command)] for every type the Procfile defines more than once."""
+    lines = {}
+    for number, line in enumerate(procfile.read_text().splitlines(), 1):
+        match = PROCFILE_LINE.match(line)
+        if match:
+            lines.setdefault(match.group(1), []).append((number, match.group(2).strip()))
+    return {name: found for name, found in lines.items() if len(found) > 1}
+
+
+def celery_queue_list(args: list) -> list:
+    """The queues a worker's -Q/--queues names as Celery reads it: the last such option, split on commas only."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg in ("-Q", "--queues") and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--queues="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-Q") and len(arg) > 2:
+            value = arg[2:]
+    return value.split(",") if value is not None else []
+
+
 def run_deploy(kata, tmp_path, broker, deploy: str) -> tuple[list[str], list[str]]:
     """Start deploy's workers, send every kind of task; what went wrong, as sentences, and the tasks left PENDING."""
     app = app_of(kata)
@@ -145,6 +382,25 @@ def run_deploy(kata, tmp_path, broker, deploy: str) -> tuple[list[str], list[str
     commands = worker_commands(deploy_file)
     if not commands:
         return [f"{deploy} starts no Celery worker (no command running `celery ... worker`){left_out(deploy_file)}"], []
+    # Read as the platform and Celery read them, before any worker starts: what these find
+    # does not depend on the broker, or on how busy the machine is.
+    twice = defined_twice(deploy_file) if deploy == "Procfile" else {}
+    if twice:
+        return [
+            f"expected every process type in {deploy} to be defined once, but "
+            + "; ".join(f"'{name}' is defined on lines {' and '.join(str(n) for n, _ in lines)} "
+                        f"({', '.join(f'`{c}`' for _, c in lines)})" for name, lines in twice.items())
+            + ": honcho refuses such a file (process names must be unique), and a platform keeps one command per "
+            "process type, so only one of those workers would run; the test started none of them"], []
+    for command in commands:
+        spaced = sorted(q for q in celery_queue_list(shlex.split(command)) if q != q.strip())
+        if spaced:
+            return [(
+                f"expected the queues of {deploy}'s worker `{command}` to be queues the app routes to, but Celery "
+                f"splits -Q on commas only, so it consumes {' and '.join(repr(q) for q in spaced)}, spaces included, "
+                f"where nothing is ever sent (the app sends to {' and '.join(repr(q.strip()) for q in spaced)}): "
+                "on Redis such a worker starts and waits in silence, on the broker of files it exits with 'Invalid "
+                "exchange name'; the test started no worker")], []
     purge(app)
     with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}) as workers, \
             published() as went:
@@ -254,109 +510,6 @@ def workers_that_ran(app, workers, sent: dict, others: list[str], went: dict, gr
             break
         time.sleep(0.05)
     return ran()
-
-
-# --- part 2: the guard -------------------------------------------------------
-
-def guard(kata, tmp_path, name: str, text: str, default_queue: str | None = None, routes: dict | None = None) -> set:
-    import importlib
-
-    app = app_of(kata)
-    if default_queue:
-        app.conf.task_default_queue = default_queue
-    if routes:
-        app.conf.task_routes = {**(app.conf.task_routes or {}), **routes}
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text).lstrip())
-    found = importlib.import_module(f"{kata.__name__}.guard").unconsumed_queues(app, path)
-    return set(found)
-
-
-def expect(found: set, wanted: set, case: str) -> None:
-    assert found == wanted, (
-        f"expected the guard to name {sorted(wanted) or 'no queue'} for {case}, got {sorted(found) or 'no queue'} "
-        "(calling guard.unconsumed_queues(app, path) directly on a deploy file the test wrote)"
-    )
-
-
-PROCFILE_WEB = "web: uvicorn reports.web:app --host 0.0.0.0 --port $PORT\n"
-
-
-def test_the_guard_names_what_a_worker_without_a_queue_option_leaves_out(kata, tmp_path):
-    """the guard names the routed queues a worker with no -Q leaves without a consumer"""
-    found = guard(kata, tmp_path, "Procfile", PROCFILE_WEB + "worker: celery -A reports.celery_app worker -l INFO\n")
-    expect(found, {"schema", "insight"}, "a Procfile whose worker has no -Q (it consumes only 'celery')")
-
-
-SPELLINGS = [  # (worker options, queues left without a consumer)
-    ("-Q schema", {"insight", "celery"}),
-    ("--queues=schema,insight", {"celery"}),
-    ("--queues schema,insight,celery", set()),
-    ("-Qschema,insight,celery", set()),
-    ("--loglevel=INFO -Q insight,celery,schema", set()),
-]
-
-
-def test_the_guard_reads_every_spelling_of_the_queue_option(kata, tmp_path):
-    """the guard reads -Q a,b, -Qa,b, --queues=a,b and --queues a,b"""
-    wrong = []
-    for option, wanted in SPELLINGS:
-        command = f"worker: celery -A reports.celery_app worker {option} --loglevel=INFO\n"
-        found = guard(kata, tmp_path, "Procfile", PROCFILE_WEB + command)
-        if found != wanted:
-            wrong.append(f"`{option}`: expected {sorted(wanted) or 'no queue'}, got {sorted(found) or 'no queue'}")
-    assert not wrong, (
-        "expected the guard to read every spelling of the queue option (calling guard.unconsumed_queues(app, path) "
-        "directly on a Procfile the test wrote, one per spelling); for a worker started with " + "; ".join(wrong)
-    )
-
-
-def test_the_guard_counts_every_worker_service(kata, tmp_path):
-    """the guard counts every worker in a Procfile and in a compose file: two that split the queues cover them all"""
-    procfile = (PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q insight,celery --loglevel=INFO\n"
-                "schema_worker: celery -A reports.celery_app worker -Q schema --loglevel=INFO\n")
-    expect(guard(kata, tmp_path, "Procfile", procfile), set(),
-           "a Procfile with two workers, one on 'insight,celery' and one on 'schema'")
-    expect(guard(kata, tmp_path, "Procfile", procfile.replace("-Q insight,celery", "-Q celery")), {"insight"},
-           "a Procfile whose two workers consume 'celery' and 'schema' only")
-    compose = """
-        services:
-          web:
-            command: uvicorn reports.web:app --host 0.0.0.0 --port 8000
-          worker-schema:
-            command: celery -A reports.celery_app worker --queues=schema --concurrency=2
-          worker-rest:
-            command: ["celery", "-A", "reports.celery_app", "worker", "-Q", "insight,celery"]
-    """
-    expect(guard(kata, tmp_path, "docker-compose.yml", compose), set(),
-           "a compose file with two workers, one on 'schema' and one on 'insight,celery'")
-    partial = compose.replace('"insight,celery"', '"celery"')
-    expect(guard(kata, tmp_path, "docker-compose.yml", partial), {"insight"},
-           "a compose file whose two workers consume 'schema' and 'celery' only")
-
-
-def test_the_guard_follows_a_renamed_default_queue(kata, tmp_path):
-    """the guard uses the app's own default queue, even when it is not called 'celery'"""
-    plain = PROCFILE_WEB + "worker: celery -A reports.celery_app worker\n"
-    expect(guard(kata, tmp_path, "Procfile", plain, default_queue="default"), {"schema", "insight"},
-           "an app whose default queue is 'default' and a worker with no -Q (it consumes 'default')")
-    old_name = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery\n"
-    expect(guard(kata, tmp_path, "Procfile", old_name, default_queue="default"), {"default"},
-           "an app whose default queue is 'default' and a worker on 'schema,insight,celery'")
-
-
-def test_the_guard_names_a_queue_for_tasks_defined_elsewhere(kata, tmp_path):
-    """the guard names every queue the routes send to, also for tasks this process does not define"""
-    # Another service defines the export tasks; this app sends them by name (app.send_task("export.csv")),
-    # and its routes send them to 'export'. No task registered here goes there.
-    routes = {"export.*": {"queue": "export"}}
-    worker = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery\n"
-    expect(guard(kata, tmp_path, "Procfile", worker, routes=routes), {"export"},
-           "an app that also routes 'export.*' (tasks another service defines) to 'export', and a worker on "
-           "'schema,insight,celery'")
-    covered = worker.replace("insight,celery", "insight,celery,export")
-    expect(guard(kata, tmp_path, "Procfile", covered, routes=routes), set(),
-           "an app that also routes 'export.*' to 'export', and a worker on 'schema,insight,celery,export'")
 
 
 def test_the_guard_passes_your_own_deploy_files(kata):

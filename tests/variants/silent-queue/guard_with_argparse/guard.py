@@ -14,18 +14,27 @@ def _worker_args(deploy_file):
     path = Path(deploy_file)
     if path.suffix in (".yml", ".yaml"):
         services = yaml.safe_load(path.read_text()).get("services", {})
-        raw = [svc.get("command") for svc in services.values() if svc and svc.get("command")]
+        raw = [svc.get("command") for svc in services.values()
+               if svc and svc.get("command") and not svc.get("profiles")]  # `docker compose up` skips profiles
     else:
-        raw = [m.group(1) for m in re.finditer(r"^[\w-]+:\s*(.+)$", path.read_text(), re.M)]
+        # One command per process type, as a platform reads it: a later line replaces an earlier one.
+        raw = list(dict(re.findall(r"^([\w-]+):\s*(.+)$", path.read_text(), re.MULTILINE)).values())
     for command in raw:
         args = shlex.split(command) if isinstance(command, str) else list(map(str, command))
         if "worker" in args and any(a.endswith("celery") for a in args):
             yield args[args.index("worker") + 1:]
 
 
+def _routed(app):
+    routes = app.conf.task_routes or {}
+    for table in routes if isinstance(routes, (list, tuple)) else [routes]:
+        for route in table.values() if isinstance(table, dict) else ():
+            yield route["queue"] if isinstance(route, dict) else route
+
+
 def unconsumed_queues(app, deploy_file) -> set:
     default = app.conf.task_default_queue
-    wanted = {default} | {r["queue"] for r in app.conf.task_routes.values()}
+    wanted = {default} | set(_routed(app))
     have = set()
     for args in _worker_args(deploy_file):
         parsed, _ = _options.parse_known_args(args)
