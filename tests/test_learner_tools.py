@@ -4,6 +4,8 @@ shown once, a solved kata pointing at the next, watch moving on.
 Every test works on a temporary copy of the project and its own state folder.
 """
 import dataclasses
+import json
+from pathlib import Path
 
 from loopkata import catalogue, hints, progress, runner
 from loopkata.report import render_text
@@ -27,7 +29,8 @@ def test_hints_after_reset_start_with_the_first_and_keep_the_general_one_last(tm
     assert hints.next_hint(kata) is None
 
 
-def test_hints_matching_the_failure_come_first_then_the_others_in_order(tmp_path, monkeypatch):
+def test_hints_matching_the_failure_come_first_then_the_general_then_the_others(tmp_path, monkeypatch):
+    """after a failure: the hints about it, then the general one; hints about failures not met come last"""
     monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path / "state"))
     kata = dataclasses.replace(catalogue.find("lock-reentry"), hints=(
         catalogue.Hint(text="about hangs", when="did not finish"),
@@ -38,8 +41,11 @@ def test_hints_matching_the_failure_come_first_then_the_others_in_order(tmp_path
     failed = runner.CheckResult(kata=kata.id, impl="x", verdict=runner.FAILED, tests=[runner.TestResult(
         name="t", title="t", outcome=runner.FAILED, message="2 updates were lost")])
     progress.record_check(kata, failed)
-    shown = [hints.next_hint(kata)[1].text for _ in range(4)]
-    assert shown == ["about lost updates", "about hangs", "about the loop", "look at the reference"], shown
+    picks = [hints.next_hint(kata) for _ in range(4)]
+    assert [text.text for _, text in picks] == ["about lost updates", "look at the reference", "about hangs",
+                                                "about the loop"], picks
+    assert [shown for shown, _ in picks] == [1, 2, 3, 4], "hints are numbered in the order the learner sees them"
+    assert hints.describe(kata, picks[0]).startswith("Hint 1 of 4 "), hints.describe(kata, picks[0])
 
 
 def test_restore_brings_back_what_reset_replaced(tmp_path):
@@ -89,3 +95,59 @@ def test_watch_moves_on_to_the_next_unsolved_kata(tmp_path):
     (root / "katas" / "01_bound_semaphore.py").write_bytes((root / "solutions" / "01_bound_semaphore.py").read_bytes())
     out = loopkata(env, "watch", "--once", "--interval", "0")
     assert "bound-semaphore is solved. Next: 02 loop-id-reuse" in out.stdout, out.stdout
+
+
+def test_watch_with_no_kata_checks_the_kata_last_edited(tmp_path):
+    """`watch` with no kata checks the kata in hand (the one last edited), not kata 01"""
+    root, env = make_project(tmp_path)
+    kata_file = root / "katas" / "03_leaked_loops.py"
+    kata_file.write_text(kata_file.read_text() + "\n# my first try\n")
+    out = loopkata(env, "watch", "--once", "--interval", "0")
+    assert "leaked-loops" in out.stdout and "bound-semaphore" not in out.stdout, (
+        f"expected watch to check 03 leaked-loops, the kata just edited; it said:\n{out.stdout}")
+    listed = loopkata(env, "progress", "--json")
+    statuses = json.loads(listed.stdout)["katas"]
+    assert (statuses["bound-semaphore"], statuses["leaked-loops"]) == ("untouched", "attempted"), (
+        f"expected watch to record a check of 03 only, the progress says {statuses}")
+
+
+def test_hint_reset_and_solution_with_no_kata_take_the_kata_in_hand(tmp_path):
+    """`hint`, `reset` and `solution` with no kata name the kata in hand, as `check` and `watch` do"""
+    root, env = make_project(tmp_path)
+    loopkata(env, "check", "leaked-loops")
+    for args in (["hint"], ["solution"], ["reset"]):
+        out = loopkata(env, *args)
+        assert "usage:" not in out.stderr and "leaked-loops" in out.stdout, (
+            f"expected `loopkata {' '.join(args)}` to take leaked-loops, the kata last checked; got "
+            f"exit {out.returncode}:\n{out.stdout}{out.stderr}")
+
+
+def test_reset_of_an_untouched_kata_says_it_is_already_the_starter(tmp_path):
+    """`reset` of a kata still as shipped restores nothing and backs up nothing, and says so"""
+    root, env = make_project(tmp_path)
+    out = loopkata(env, "reset", "bound-semaphore")
+    assert out.returncode == 0 and "already the starter" in out.stdout and "backed up in" not in out.stdout, (
+        out.stdout + out.stderr)
+
+
+def test_reset_names_the_backup_from_the_project_folder(tmp_path):
+    """`reset` prints where the backup is as a path from the project folder, wherever it is run from"""
+    root, env = make_project(tmp_path)
+    kata_file = root / "katas" / "01_bound_semaphore.py"
+    kata_file.write_text(kata_file.read_text() + "\n# mine\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = loopkata(env, "reset", "bound-semaphore", cwd=elsewhere)
+    said = [line for line in out.stdout.splitlines() if "backed up in" in line]
+    assert said and ".." not in said[0], f"expected a backup path with no '..' in it, got:\n{out.stdout}"
+    shown = said[0].split("backed up in", 1)[1].strip()
+    assert (root / shown).exists() or Path(shown).is_absolute() and Path(shown).exists(), (
+        f"the backup path {shown!r} names nothing from the project folder {root}")
+
+
+def test_loopkata_with_no_command_greets_and_lists_the_katas(tmp_path):
+    """`loopkata` alone greets and shows the katas, like rustlings, instead of a usage error"""
+    root, env = make_project(tmp_path)
+    out = loopkata(env)
+    assert out.returncode == 0 and "Loop Katas" in out.stdout and "bound-semaphore" in out.stdout, (
+        f"exit {out.returncode}:\n{out.stdout}{out.stderr}")

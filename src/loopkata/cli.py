@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -71,7 +72,7 @@ def _check_once(kata: catalogue.Kata, impl, as_json: bool) -> runner.CheckResult
 
 
 def _current_kata() -> catalogue.Kata:
-    """The first kata not yet solved: what `check` and `watch` grade when no kata is named."""
+    """The first kata not yet solved: the next one, once the kata in hand passes."""
     katas = catalogue.load()
     for k in katas:
         if progress.status(k) != progress.SOLVED:
@@ -79,14 +80,53 @@ def _current_kata() -> catalogue.Kata:
     return katas[-1]
 
 
+def _last_touched(kata: catalogue.Kata) -> float | None:
+    """When the learner last checked or saved this kata (a Unix time), None if never."""
+    times = []
+    if not progress.is_untouched(kata):  # saved files of a kata still the starter say nothing
+        times += [f.stat().st_mtime for f in catalogue.files_of(kata.kata_path) if f.exists()]
+    checked = progress.entry(kata).get("checked_at")
+    if checked:
+        with contextlib.suppress(ValueError):
+            times.append(time.mktime(time.strptime(checked, "%Y-%m-%d %H:%M:%S")))
+    return max(times, default=None)
+
+
+def _kata_in_hand() -> catalogue.Kata:
+    """What a command grades, hints or resets when no kata is named: the kata last checked or
+    edited, unless it is solved; else the first one not solved."""
+    touched = [(t, k) for k in catalogue.load() if (t := _last_touched(k)) is not None]
+    if touched:
+        latest = max(touched, key=lambda tk: tk[0])[1]
+        if progress.status(latest) != progress.SOLVED:
+            return latest
+    return _current_kata()
+
+
+def _from_root(path: Path) -> str:
+    """A path from the project's folder (katas/...), or whole when it lies elsewhere."""
+    try:
+        return str(Path(path).resolve().relative_to(catalogue.project_root().resolve()))
+    except ValueError:
+        return str(Path(path).resolve())
+
+
+def _named_or_in_hand(name: str | None, command: str) -> catalogue.Kata:
+    if name:
+        return _kata(name)
+    kata = _kata_in_hand()
+    print(f"(no kata named: {command} {kata.id}, the kata in hand)")
+    return kata
+
+
 def cmd_check(args) -> int:
-    kata = _kata(args.kata) if args.kata else _current_kata()
+    kata = _kata(args.kata) if args.kata else _kata_in_hand()
     result = _check_once(kata, args.impl, args.json)
     return 0 if result.passed else 1
 
 
 def cmd_hint(args) -> int:
-    kata = _kata(args.kata)
+    kata = _named_or_in_hand(args.kata, "loopkata hint")
     if progress.status(kata) == progress.SOLVED:
         print(hints.solved_message(kata))
         return 0
@@ -101,7 +141,10 @@ def cmd_hint(args) -> int:
 
 
 def cmd_reset(args) -> int:
-    kata = _kata(args.kata)
+    kata = _named_or_in_hand(args.kata, "loopkata reset")
+    if progress.status(kata) != progress.MISSING and progress.is_untouched(kata):
+        print(f"{_from_root(kata.kata_path)} is already the starter of {kata.id}: nothing to restore or to back up.")
+        return 0
     try:
         saved, problem = progress.reset(kata), None
     except (progress.StarterUnavailable, progress.BackupFailed) as exc:
@@ -109,11 +152,11 @@ def cmd_reset(args) -> int:
         return 1
     except progress.NotSaved as exc:
         saved, problem = exc.result, exc
-    print(f"Restored the starter of {kata.id} in {display_path(kata.kata_path)}.")
+    print(f"Restored the starter of {kata.id} in {_from_root(kata.kata_path)}.")
     if saved is None:
-        print(f"There was nothing to back up: {display_path(kata.kata_path)} did not exist.")
+        print(f"There was nothing to back up: {_from_root(kata.kata_path)} did not exist.")
     else:
-        print(f"Your previous version is backed up in {display_path(saved)}")
+        print(f"Your previous version is backed up in {_from_root(saved)}")
         print(f"To undo: loopkata restore {kata.id}")
     if problem:
         _not_saved(problem)
@@ -158,7 +201,7 @@ def cmd_restore(args) -> int:
 
 
 def cmd_solution(args) -> int:
-    kata = _kata(args.kata)
+    kata = _named_or_in_hand(args.kata, "loopkata solution")
     if progress.status(kata) != progress.SOLVED and not args.force:
         print(
             f"{kata.id} is not solved yet, so its reference fix stays hidden. Run `loopkata check {kata.id}` "
@@ -198,7 +241,7 @@ def cmd_watch(args) -> int:
     """Re-check whenever a kata file is saved, like rustlings watch. Ctrl-C to stop."""
     katas = [_kata(args.kata)] if args.kata else list(catalogue.load())
     seen = {k.id: _snapshot(k) for k in katas}
-    current = _kata(args.kata) if args.kata else _current_kata()
+    current = _kata(args.kata) if args.kata else _kata_in_hand()
     print(f"Watching {'katas/' if not args.kata else display_path(current.kata_path)} (Ctrl-C to stop).\n")
     checking = None
     try:
@@ -277,10 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_check)
     s = sub.add_parser("hint", help="the next hint, matched to your last failure")
-    s.add_argument("kata")
+    s.add_argument("kata", nargs="?", help="default: the kata last checked or edited")
     s.set_defaults(func=cmd_hint)
     s = sub.add_parser("reset", help="restore the starter (your version is backed up first)")
-    s.add_argument("kata")
+    s.add_argument("kata", nargs="?", help="default: the kata last checked or edited")
     s.set_defaults(func=cmd_reset)
     s = sub.add_parser("restore", help="bring back a backup that reset made (the latest by default)")
     s.add_argument("kata")
@@ -288,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--list", action="store_true", help="list the kata's backups, oldest first")
     s.set_defaults(func=cmd_restore)
     s = sub.add_parser("solution", help="show the reference fix once solved")
-    s.add_argument("kata")
+    s.add_argument("kata", nargs="?", help="default: the kata last checked or edited")
     s.add_argument("--force", action="store_true", help="show it even if not solved")
     s.set_defaults(func=cmd_solution)
     s = sub.add_parser("watch", help="re-check on every save")
@@ -326,7 +369,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+GREETING = """Loop Katas: asyncio and event-loop bugs that pass every local test, then break in
+serverless functions, containers and worker fleets. Each kata is a notebook and a file to fix.
+
+Start with `make lab` (notebooks/00_start_here.ipynb), or edit a kata below and run
+`loopkata check` (or `loopkata watch`, which checks on every save). `loopkata --help` lists
+every command.
+"""
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # like rustlings: greet, and show where things stand
+        print(GREETING)
+        argv = ["list"]
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

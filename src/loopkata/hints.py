@@ -6,15 +6,16 @@ from .catalogue import Hint, Kata
 
 
 def next_hint(kata: Kata) -> tuple[int, Hint] | None:
-    """Pick and remember the next hint; None when every hint has been shown.
+    """Pick and remember the next hint; (how many hints the learner has now seen, the hint),
+    or None when every hint has been shown.
 
-    Hints keyed to the last failure come first, in catalogue order; then the
-    other keyed hints, in order; the general ones (no `when`: "compare with the
-    reference") always come last. With no failure recorded (a new or reset
-    kata) the hints go in catalogue order, general ones still last.
-    Picking and remembering happen under one lock, so two commands at once never
-    show the same hint twice. Raises progress.NotSaved (its result: the hint)
-    when the choice cannot be remembered.
+    After a failure: the unseen hints keyed to it, in catalogue order, then the general ones
+    (no `when`); a hint keyed to a failure the learner has not met comes only when neither is
+    left. With no failure recorded (a new or reset kata) the hints go in catalogue order,
+    general ones last. The number shown counts up in the order the learner sees them.
+    Picking and remembering happen under one lock, so two commands at once never show the
+    same hint twice. Raises progress.NotSaved (its result: the hint) when the choice cannot
+    be remembered.
     """
     def pick(saved: dict) -> tuple[int, Hint] | None:
         seen = set(saved.get("hints_seen", []))
@@ -23,10 +24,12 @@ def next_hint(kata: Kata) -> tuple[int, Hint] | None:
         matching = [(i, h) for i, h in unseen if h.when and failure and h.matches(failure)]
         keyed = [(i, h) for i, h in unseen if h.when and (i, h) not in matching]
         general = [(i, h) for i, h in unseen if not h.when]
-        choice = (matching + keyed + general or [None])[0]
-        if choice is not None:
-            saved["hints_seen"] = sorted(seen | {choice[0]})
-        return choice
+        order = matching + general + keyed if failure else keyed + general
+        if not order:
+            return None
+        i, hint = order[0]
+        saved["hints_seen"] = sorted(seen | {i})
+        return len(saved["hints_seen"]), hint
 
     return progress.change(kata, pick)
 
@@ -48,5 +51,5 @@ def describe(kata: Kata, choice: tuple[int, Hint] | None) -> str:
             f"No more hints for {kata.id}. `loopkata solution {kata.id} --force` shows the "
             "reference fix; the notebook explains the mechanism step by step."
         )
-    i, hint = choice
-    return f"Hint {i + 1} of {len(kata.hints)} for {kata.id}: {hint.text}"
+    shown, hint = choice
+    return f"Hint {shown} of {len(kata.hints)} for {kata.id}: {hint.text}"

@@ -6,7 +6,7 @@ The export (JSON, "format": "loopkata-progress", "version": 1) holds:
     learner, exported_at (ISO 8601, UTC)
     katas: {id: {number, title, status, checks, first_check_at, solved_at,
                  seconds_to_solve (first check to first pass; null if not solved or unknown),
-                 hints_seen (hint numbers as shown: "Hint 2 of 4" is 2), solution_seen,
+                 hints_seen (the catalogue's numbers of the hints shown, from 1), solution_seen,
                  last_verdict, failing: [{title, outcome, message}] (the last check's),
                  files: [{path (relative to the project), text | base64}]}}
 
