@@ -2,17 +2,21 @@
 reference fixes and variants, every finding on real async packages explained, and the
 interfaces a team wires into CI (exit status, JSON, SARIF, ignore comments, pre-commit)."""
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
 from loopkata import catalogue, progress, scan
-from loopkata.scan import celery_routes, output
+from loopkata.scan import bounded_yaml, celery_routes, command, files, output, python_rules, ruff_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = tomllib.loads((ROOT / "tests" / "scan_verdicts.toml").read_text())
@@ -332,3 +336,227 @@ def test_the_notebook_links_outside_a_loop_katas_folder_name_the_kata(tmp_path, 
         assert output.notebook("LK03") == "Loop Katas, kata 03"
     finally:
         output.notebook.cache_clear()
+
+
+# --- hostile input: one warning per file, bounded in time and memory ------------------
+
+HANG_DEADLINE = 300  # seconds, only against a hang: a bounded probe is judged by what it reports
+ADDRESS_SPACE = 1536 * 1024 * 1024  # the child's cap, so a regression cannot take the machine with it
+PEAK_MB = 256  # the scan of a small folder peaks near 30 MB; an expansion or a whole parse shows far above
+
+
+@dataclass
+class Bounded:
+    returncode: int | None  # None: killed at the deadline
+    stdout: str
+    stderr: str
+    seconds: float
+    peak_mb: float  # the child's own peak resident memory, from wait4
+
+    def warnings(self) -> list[str]:
+        return [line for line in self.stdout.splitlines() if line.startswith("warning:")]
+
+    def __str__(self) -> str:
+        return (f"exit {self.returncode} after {self.seconds:.1f} s, peak {self.peak_mb:.0f} MB\n"
+                f"stdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}")
+
+
+# Caps the address space, runs the scan and writes its peak resident memory (KB) to a file.
+# The scan is a grandchild: a child's peak starts at its parent's at fork (and survives exec),
+# so a direct child of this test process would report pytest's memory as its own.
+MEASURED = """
+import os, resource, subprocess, sys
+cap, report, *args = sys.argv[1:]
+resource.setrlimit(resource.RLIMIT_AS, (int(cap), int(cap)))
+child = subprocess.Popen([sys.executable, "-m", "loopkata", "scan", *args])
+_, status, usage = os.wait4(child.pid, 0)
+with open(report, "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def bounded_scan(*args, cwd: Path) -> Bounded:
+    """`loopkata scan` capped in address space, with its peak memory and a deadline only against a hang."""
+    report = cwd / ".scan.peak"
+    started = time.monotonic()
+    child = subprocess.Popen([sys.executable, "-c", MEASURED, str(ADDRESS_SPACE), str(report), *map(str, args)],
+                             cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        stdout, stderr = child.communicate(timeout=HANG_DEADLINE)
+        returncode = child.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        stdout, stderr = child.communicate()
+        returncode = None
+    peak_kb = int(report.read_text()) if report.exists() else 0
+    return Bounded(returncode, stdout, stderr, time.monotonic() - started, peak_kb / 1024)
+
+
+def assert_bounded(run: Bounded, expected_exit: int) -> None:
+    assert run.returncode is not None, f"expected the scan to end, it was still running after {HANG_DEADLINE} s:\n{run}"
+    assert "Traceback" not in run.stdout + run.stderr, f"expected no traceback, got:\n{run}"
+    assert run.returncode == expected_exit, f"expected exit {expected_exit}, got:\n{run}"
+    assert run.peak_mb < PEAK_MB, f"expected the scan to stay under {PEAK_MB} MB, it peaked at:\n{run}"
+
+
+BAD = "import asyncio\nLOCK = asyncio.Lock()\n"  # one LK01 finding, so the rest is seen to be scanned
+
+
+def test_an_expression_of_3000_terms_is_one_warning_and_the_rest_is_scanned(tmp_path):
+    """`x = 1 + 1 + ...` with 3,000 terms: one warning naming the file and why, the other files scanned, exit 1 for their finding"""
+    write(tmp_path, {"deep.py": "x = " + " + ".join(["1"] * 3000) + "\n", "bad.py": BAD})
+    run = bounded_scan(".", cwd=tmp_path)
+    assert_bounded(run, 1)
+    expected = "warning: deep.py: not parsed, so not scanned (RecursionError: nested too deeply to analyse)"
+    assert run.warnings() == [expected], f"expected one warning for deep.py, got:\n{run}"
+    assert "bad.py:2:1: LK01" in run.stdout, f"expected bad.py still scanned, got:\n{run}"
+    print(f"3,000 terms: {run.seconds:.2f} s, peak {run.peak_mb:.0f} MB")
+
+
+BILLION_LAUGHS = "\n".join(
+    ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]'] +
+    [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)] +
+    ["services:", "  worker:", "    command: *a9", ""])
+ROUTES = {"app/__init__.py": "", "app/celeryconfig.py": 'task_routes = {"reports.*": {"queue": "reports"}}\n'}
+
+
+def test_a_yaml_alias_bomb_a_recursive_alias_or_deep_nesting_is_one_warning_in_bounded_time_and_memory(tmp_path):
+    """a billion-laughs compose file, recursive aliases and YAML nested 100,000 deep: one warning each, within bounds, and the other deploy files judged"""
+    write(tmp_path, {**ROUTES, "bomb/docker-compose.yml": BILLION_LAUGHS,
+                     "deep/docker-compose.yml": "services: " + "[" * 100_000 + "]" * 100_000 + "\n",
+                     "loop/k8s.yaml": "kind: Deployment\nspec: &spec\n  template: *spec\n",
+                     "loop/docker-compose.yml": "services: &s\n  worker:\n    command: celery -A app worker\n    x: *s\n",
+                     "Procfile": "worker: celery -A app worker -Q celery\n"})
+    run = bounded_scan(".", cwd=tmp_path)
+    assert_bounded(run, 1)
+    found = run.warnings()
+    assert len(found) == 4, f"expected one warning per hostile YAML file, got:\n{run}"
+    assert "bomb/docker-compose.yml" in found[0] and "expand it past 200,000 nodes" in found[0], found[0]
+    assert "deep/docker-compose.yml" in found[1] and "RecursionError" in found[1], found[1]
+    assert "loop/docker-compose.yml" in found[2] and "recursive alias" in found[2], found[2]
+    assert "loop/k8s.yaml" in found[3] and "recursive alias" in found[3], found[3]
+    assert "Procfile:1:1: LK07" in run.stdout, f"expected the Procfile still judged, got:\n{run}"
+    print(f"alias bomb, recursive aliases, nesting 100,000 deep: {run.seconds:.2f} s, peak {run.peak_mb:.0f} MB")
+
+
+def test_compose_anchors_and_aliases_are_still_read(tmp_path):
+    """a compose file that shares a worker's command through an anchor and aliases is read as before"""
+    write(tmp_path, {**ROUTES, "docker-compose.yml": """
+        x-command: &command celery -A app worker -Q celery
+        services:
+          worker:
+            command: *command
+          other:
+            command: *command
+            environment: {A: "1"}
+    """})
+    report = scan.scan([tmp_path])
+    assert not report.warnings, report.warnings
+    assert [(Path(f.path).name, f.rule) for f in report.findings] == [("docker-compose.yml", "LK07")], report.findings
+    nodes = bounded_yaml.compose_all((tmp_path / "docker-compose.yml").read_text())
+    assert bounded_yaml.expanded_size(nodes[0]) < 100, "expected a small file to measure small"
+
+
+def test_a_file_over_the_size_limit_is_skipped_with_a_warning_that_says_the_limit(tmp_path):
+    """a 20 MB Python file and a 300 KB YAML file are skipped, each with a warning that says the limit, in bounded memory"""
+    write(tmp_path, {"bad.py": BAD})
+    body = "".join(f"def f{i}(a, b):\n    return a + b + {i}\n" for i in range(600_000))
+    (tmp_path / "generated.py").write_text(body)
+    (tmp_path / "data.yml").write_text("values:\n" + "  - 1\n" * 60_000)
+    assert (tmp_path / "generated.py").stat().st_size > 20_000_000
+    run = bounded_scan(".", cwd=tmp_path)
+    assert_bounded(run, 1)
+    size = (tmp_path / "generated.py").stat().st_size / 2**20
+    assert run.warnings() == [
+        "warning: data.yml: skipped: 352 KB is over the 256 KB limit for a deploy file",
+        f"warning: generated.py: skipped: {size:.1f} MB is over the 2.0 MB limit for a Python file",
+    ], f"expected a warning for each big file, got:\n{run}"
+    assert "bad.py:2:1: LK01" in run.stdout and "1 finding in 1 file " in run.stdout, run
+    print(f"20 MB Python file: {run.seconds:.2f} s, peak {run.peak_mb:.0f} MB")
+
+
+def test_an_unreadable_folder_is_a_warning_and_a_scan_that_read_nothing_says_so(tmp_path, monkeypatch, capsys):
+    """an unreadable folder is one warning naming it; a scan that could read nothing says so, not "No findings in 0 files\""""
+    write(tmp_path, {"team/secret/m.py": BAD, "team/ok.py": BAD})
+    secret = tmp_path / "team" / "secret"
+    listing = files._listing
+
+    def no_permission(folder):  # chmod 000 does not stop root, so root gets what everyone else gets
+        if Path(folder) == secret:
+            raise PermissionError(13, "Permission denied", str(folder))
+        return listing(folder)
+
+    secret.chmod(0)
+    if os.geteuid() == 0:
+        monkeypatch.setattr(files, "_listing", no_permission)
+    try:
+        report = scan.scan([tmp_path / "team"])
+        status = command.run([str(secret)], None, None, "text")
+    finally:
+        secret.chmod(0o755)
+    assert report.warnings == [f"{secret}: folder not read (Permission denied), so nothing under it was scanned"], \
+        f"expected one warning naming the folder, got {report.warnings}"
+    assert [Path(f.path).name for f in report.findings] == ["ok.py"], f"expected ok.py still scanned, got {report.findings}"
+    assert status == 0, f"expected exit 0 for a scan of the unreadable folder alone (a warning is not a finding), got {status}"
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "Nothing scanned: no file could be read (see the warnings above)", \
+        f"expected the summary to say nothing was read, got {out}"
+    (tmp_path / "latin1.py").write_bytes(b"name = '\xe9t\xe9'\n")
+    run = run_cli(tmp_path / "latin1.py")
+    assert run.returncode == 0 and run.stdout.splitlines() == [
+        f"warning: {tmp_path / 'latin1.py'}: not read (not UTF-8: invalid continuation byte at byte 8)",
+        "Nothing scanned: no file could be read (see the warnings above)"], run.stdout + run.stderr
+
+
+def test_a_module_too_deep_for_the_rules_is_one_warning(tmp_path, monkeypatch):
+    """a module that parses but exhausts a rule (RecursionError, MemoryError) is one warning; the others are judged"""
+    write(tmp_path, {"deep.py": "import asyncio\nA = asyncio.Lock()\n", "bad.py": BAD})
+    check = python_rules.check
+
+    def exhausted(names, starts_loops):
+        if any(isinstance(n, python_rules.ast.Assign) and n.targets[0].id == "A" for n in names.tree.body):
+            raise RecursionError("maximum recursion depth exceeded")
+        return check(names, starts_loops)
+
+    monkeypatch.setattr(python_rules, "check", exhausted)
+    report = scan.scan([tmp_path])
+    assert report.warnings == [f"{tmp_path / 'deep.py'}: not scanned (RecursionError: nested too deeply to analyse)"], \
+        report.warnings
+    assert [Path(f.path).name for f in report.findings] == ["bad.py"], report.findings
+
+
+def test_a_file_that_makes_ruff_abort_costs_only_that_file_its_ruff_checks(tmp_path, monkeypatch):
+    """when ruff aborts on one file, the others are checked by ruff again and that file gets one warning"""
+    write(tmp_path, {f"m{i}.py": "import asyncio\n\nasync def f():\n    asyncio.create_task(f())\n" for i in range(5)})
+    poisoned = tmp_path / "m3.py"
+    real = ruff_rules._check
+
+    def aborts_on_m3(command_, paths):
+        if poisoned in paths:
+            return None, "exit status -6: thread '<unknown>' has overflowed its stack"
+        return real(command_, paths)
+
+    monkeypatch.setattr(ruff_rules, "_check", aborts_on_m3)
+    report = scan.scan([tmp_path], select=scan.rule_ids("LK04"))
+    assert len(report.warnings) == 1 and str(poisoned) in report.warnings[0] and "overflowed" in report.warnings[0], \
+        report.warnings
+    ruff_found = sorted(Path(f.path).name for f in report.findings if "RUF006" in f.message)
+    assert ruff_found == ["m0.py", "m1.py", "m2.py", "m4.py"], f"expected ruff's RUF006 on every other file, got {ruff_found}"
+
+
+def test_a_failure_of_the_scanners_own_exits_2_never_1(tmp_path, monkeypatch, capsys):
+    """a bug in the scanner itself is one line on stderr and exit 2, never 1 (which means findings)"""
+    write(tmp_path, {"bad.py": BAD})
+
+    def broken(names, starts_loops):
+        raise KeyError("a rule's own bug")
+
+    monkeypatch.setattr(python_rules, "check", broken)
+    status = command.run([str(tmp_path)], None, None, "text")
+    captured = capsys.readouterr()
+    err = [line for line in captured.err.splitlines() if line.strip()]
+    assert status == 2, f"expected exit 2 for the scanner's own failure, got {status}"
+    assert len(err) == 1 and "KeyError" in err[0] and "bug in loopkata" in err[0], f"expected one line, got {err}"
+    assert not captured.out, f"expected no report when the scan failed, got:\n{captured.out}"

@@ -105,10 +105,14 @@ def test_updates_from_many_threads_are_all_kept(tmp_path, monkeypatch):
 
 # --- 2. corrupt progress files ------------------------------------------------------
 
+NESTED_100000_DEEP = b"[" * 100_000 + b"]" * 100_000  # far deeper than the interpreter's stack
 CORRUPT = {
     "truncated JSON": b'{"bound-semaphore": {"status": "solved", "last_ver',
     "an entry that is not an object": b'{"bound-semaphore": "solved"}',
     "a list instead of an object": b"[1, 2]",
+    "JSON nested 100,000 deep": NESTED_100000_DEEP,
+    # JSON can read it, but nothing about progress is 500 deep (and writing it back would recurse)
+    "a field nested 500 deep": b'{"bound-semaphore": {"notes": ' + b"[" * 500 + b"]" * 500 + b"}}",
 }
 
 
@@ -151,6 +155,34 @@ def test_two_corrupt_files_in_the_same_second_are_both_kept(tmp_path, monkeypatc
         progress.record_check(kata, Passed())
     kept = {p.read_bytes() for p in tmp_path.glob("progress.json.corrupt-*")}
     assert kept == {b"[1]", b"[2]"}, f"expected both corrupt files kept, got {kept}"
+
+
+def test_progress_hint_and_check_carry_on_over_a_progress_file_nested_100000_deep(tmp_path):
+    """`progress`, `hint` and `check` over a progress.json nested 100,000 deep: each works, and keeps the file aside"""
+    root, env = make_project(tmp_path, git=False)
+    shutil.copy(root / "solutions" / "01_bound_semaphore.py", root / KATA_1)
+    commands = {"progress": (["progress"], "solved"), "hint": (["hint", "bound-semaphore"], "Hint 1 of"),
+                "check": (["check", "bound-semaphore"], "Solved.")}
+    for name, (args, shown) in commands.items():
+        state = tmp_path / f"state-{name}"
+        state.mkdir()
+        (state / "progress.json").write_bytes(NESTED_100000_DEEP)
+        out = loopkata({**env, "LOOPKATA_STATE": str(state)}, *args, cwd=root)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, \
+            f"expected `loopkata {name}` to exit 0, got {out.returncode}:\n{out.stdout}\n{out.stderr}"
+        assert shown in out.stdout, f"expected `loopkata {name}` to show {shown!r}, got:\n{out.stdout}"
+        check_kept_aside(state, NESTED_100000_DEEP, stderr_lines(out))
+
+
+def test_a_fifo_in_place_of_progress_json_is_kept_aside_without_waiting_for_a_writer(tmp_path):
+    """a FIFO named progress.json: `loopkata progress` does not wait on it; it is kept aside with one line"""
+    os.mkfifo(tmp_path / "progress.json")
+    out = loopkata({**os.environ, "LOOPKATA_STATE": str(tmp_path)}, "progress")  # the timeout only catches a hang
+    assert out.returncode == 0 and "solved" in out.stdout, f"expected the progress table, got:\n{out.stdout}\n{out.stderr}"
+    kept = list(tmp_path.glob("progress.json.corrupt-*"))
+    lines = stderr_lines(out)
+    assert len(kept) == 1 and kept[0].is_fifo(), f"expected the FIFO kept aside, found {kept}"
+    assert len(lines) == 1 and "not a regular file" in lines[0], f"expected one line saying why, got {lines}"
 
 
 # --- 3. a state folder that cannot be written -----------------------------------------

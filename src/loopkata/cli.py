@@ -294,18 +294,9 @@ def cmd_room(args) -> int:
 
 
 def cmd_scan(args) -> int:
-    from . import scan
-    from .scan import output
+    from .scan import command
 
-    try:
-        select, ignore = scan.rule_ids(args.select), scan.rule_ids(args.ignore)
-    except scan.BadSelection as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    report = scan.scan(args.paths, select, ignore)
-    rules = {r: d for r, d in scan.RULES.items() if r in ((select or set(scan.RULES)) - (ignore or set()))}
-    print(output.FORMATS[args.format](report, rules))
-    return 1 if report.findings else 0
+    return command.run(args.paths, args.select, args.ignore, args.format)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -44,6 +45,10 @@ _FIELDS = {"status": str, "last_verdict": str, "last_failure": str, "checked_at"
            "solution_seen": bool, "checks": int, "first_check_at": (str, type(None)), "solved_at": str,
            "failing": list}
 MESSAGE_KEPT = 2000  # characters of each failing test's message kept in progress.json
+# progress.json is a few kilobytes per kata, four levels deep ({kata: {failing: [{title}]}}):
+# a file far past either is not ours, and reading it whole could cost the learner the command.
+MAX_BYTES = 16 * 1024 * 1024
+MAX_DEPTH = 16
 
 
 class NotSaved(Exception):
@@ -87,14 +92,35 @@ def _json_type(value) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
 
+def _depth(value) -> int:
+    """How deeply JSON containers nest in `value`, counted with a stack of its own (no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:  # past it the answer is known: no need to walk further
+                stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _parse(raw: bytes) -> tuple[dict, str]:
-    """The state in `raw` and "" if it is valid progress, else ({}, what is wrong with it)."""
+    """The state in `raw` and "" if it is valid progress, else ({}, what is wrong with it).
+
+    Never raises: whatever the file holds (nesting deeper than the interpreter's stack,
+    a number of a million digits) is a reason to keep it aside."""
+    if len(raw) > MAX_BYTES:
+        return {}, f"larger than {MAX_BYTES // 1024 // 1024} MB, far more than progress ever takes"
     try:
         state = json.loads(raw.decode("utf-8"))
     except ValueError as exc:  # UnicodeDecodeError is a ValueError too
         return {}, f"not valid JSON: {exc}"
+    except RecursionError:
+        return {}, "JSON nested too deeply to read"
     if not isinstance(state, dict):
         return {}, f"a JSON {_json_type(state)} where an object of katas belongs"
+    if _depth(state) > MAX_DEPTH:  # writing it back (json.dump recurses) must not fail either
+        return {}, f"JSON nested more than {MAX_DEPTH} levels deep, deeper than progress ever is"
     for kata_id, entry in state.items():
         if not isinstance(entry, dict):
             return {}, f"the entry for {kata_id!r} is a JSON {_json_type(entry)}, not an object"
@@ -106,6 +132,17 @@ def _parse(raw: bytes) -> tuple[dict, str]:
         if not all(isinstance(t, dict) for t in entry.get("failing", [])):
             return {}, f"{kata_id!r} has failing tests that are not all objects"
     return state, ""
+
+
+def _read(path: Path) -> tuple[dict, str]:
+    """The state in the file at `path`, as _parse gives it; OSError (FileNotFoundError when
+    there is none) if it cannot be opened. Reads at most MAX_BYTES + 1 bytes, and something
+    that is not a regular file (a FIFO would block a plain read for good) is not progress."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return {}, "not a regular file"
+        return _parse(f.read(MAX_BYTES + 1))
 
 
 _warned: set[str] = set()
@@ -127,10 +164,10 @@ def _read_locked() -> dict:
     """The state, read with the lock held; a corrupt file is moved aside, never overwritten."""
     path = _state_file()
     try:
-        raw = path.read_bytes()
+        state, problem = _read(path)
     except FileNotFoundError:
         return {}
-    state, problem = _parse(raw)  # any other OSError propagates: better not saved than overwritten
+    # any other OSError propagates: better not saved than overwritten
     if problem:
         _move_aside(path, problem)
     return state
@@ -178,10 +215,9 @@ def _write(state: dict) -> None:
 def load_state() -> dict:
     """Every kata's entry, for reading: no lock needed, since each write renames a whole file in."""
     try:
-        raw = _state_file().read_bytes()
+        state, problem = _read(_state_file())
     except OSError:
         return {}
-    state, problem = _parse(raw)
     if not problem:
         return state
     try:

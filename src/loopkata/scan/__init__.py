@@ -6,7 +6,12 @@ one sentence and that notebook. Modules:
 - `python_rules`: the rules that read Python source (LK01-LK06);
 - `ruff_rules`: ruff's RUF006 (as LK04) and ASYNC rules (as LK05), run for real;
 - `celery_routes`: Celery workers in deploy files and the queues they consume (LK07);
+- `files`: which files are read, each within a size limit;
+- `bounded_yaml`: deploy files' YAML, with a bound on what its aliases expand to;
+- `command`: the command line and its exit status;
 - `output`: text, JSON and SARIF 2.1.0.
+
+Whatever a file holds, it costs the scan at most one warning line: the other files are scanned.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import celery_routes, python_rules, ruff_rules
+from . import celery_routes, files, python_rules, ruff_rules
 
 RULES = {  # id -> what it finds; rule LKnn is taught by kata nn
     "LK01": "a loop-bound asyncio object (Lock, Semaphore, Event, Queue...) that outlives its event loop",
@@ -28,8 +33,6 @@ RULES = {  # id -> what it finds; rule LKnn is taught by kata nn
     "LK06": "a pooled client created once at import and used from several event loops",
     "LK07": "a Celery queue that tasks are routed to and no worker consumes",
 }
-SKIPPED_FOLDERS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".nox",
-                   ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist", ".ipynb_checkpoints"}
 IGNORE = re.compile(r"#\s*loopkata:\s*ignore(?:\[(?P<rules>[A-Z0-9,\s]+)\])?")
 
 
@@ -72,21 +75,6 @@ def rule_ids(spec: str | None) -> set[str] | None:
     return chosen
 
 
-def _files(paths: list[Path]) -> list[Path]:
-    found = []
-    for path in paths:
-        if path.is_file():
-            found.append(path)
-            continue
-        for child in sorted(path.rglob("*")):
-            parts = child.relative_to(path).parts
-            if any(p in SKIPPED_FOLDERS or p.endswith(".egg-info") for p in parts[:-1]):
-                continue
-            if child.is_file() and (child.suffix == ".py" or celery_routes.is_deploy_file(child)):
-                found.append(child)
-    return found
-
-
 def _package_root(path: Path) -> Path:
     """The top of the package a module belongs to (the module itself when it is in none)."""
     folder = path.parent
@@ -106,34 +94,56 @@ def _ignored(lines: list[str], line: int, rule: str) -> bool:
     return match.group("rules") is None or rule in {r.strip() for r in match.group("rules").split(",")}
 
 
+def _exhausted(exc: BaseException) -> str:
+    """Why a file that Python could hold exhausted the scan, in a few words."""
+    if isinstance(exc, RecursionError):
+        return "RecursionError: nested too deeply to analyse"
+    return "MemoryError: too large to analyse in memory"
+
+
+def _parse(path: Path, text: str) -> tuple[ast.Module | None, str]:
+    """The module and "", or None and the warning line that says why it could not be parsed."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # invalid escapes in old code: not ours to report
+            return ast.parse(text, filename=str(path)), ""
+    except (SyntaxError, ValueError) as exc:  # ValueError: a null byte
+        where = f":{exc.lineno}" if getattr(exc, "lineno", None) else ""
+        return None, f"{path}{where}: not parsed, so not scanned ({getattr(exc, 'msg', exc)})"
+    except (RecursionError, MemoryError) as exc:  # x = 1 + 1 + ... with thousands of terms
+        return None, f"{path}: not parsed, so not scanned ({_exhausted(exc)})"
+
+
 def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[str] | None = None) -> Report:
-    """Scan files and folders; findings sorted by file and line."""
+    """Scan files and folders; findings sorted by file and line. A file that cannot be read,
+    parsed or analysed is one warning in the report, and the rest is scanned."""
     started = time.perf_counter()
     report = Report()
     wanted = (select or set(RULES)) - (ignore or set())
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
         raise FileNotFoundError(f"nothing to scan at {', '.join(missing)}: give a file or a folder that exists")
-    files = _files([Path(p) for p in paths])
+    found_files, report.warnings = files.find([Path(p) for p in paths])
     sources: dict[Path, list[str]] = {}
     modules: dict[Path, ast.Module] = {}
-    for path in files:
+    deploy: dict[Path, str] = {}
+    for path in found_files:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            report.warnings.append(f"{path}: not read ({exc.__class__.__name__}: {exc})")
+            text = files.read(path)
+        except files.Skipped as exc:
+            report.warnings.append(f"{path}: {exc}")
             continue
         sources[path] = text.splitlines()
         report.files += 1
         report.lines += len(sources[path])
         if path.suffix == ".py":
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", SyntaxWarning)  # invalid escapes in old code: not ours to report
-                    modules[path] = ast.parse(text, filename=str(path))
-            except (SyntaxError, ValueError) as exc:
-                where = f":{exc.lineno}" if getattr(exc, "lineno", None) else ""
-                report.warnings.append(f"{path}{where}: not parsed, so not scanned ({getattr(exc, 'msg', exc)})")
+            tree, problem = _parse(path, text)
+            if tree is None:
+                report.warnings.append(problem)
+            else:
+                modules[path] = tree
+        elif celery_routes.is_deploy_file(path):
+            deploy[path] = text
     found: list[Finding] = []
 
     seen = set()
@@ -144,38 +154,57 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
             seen.add((rule, path, line))
             found.append(Finding(rule, str(path), line, column, message))
 
+    # A module that parses can still be too deep for the rules (ast.unparse recurses): it is
+    # left out with one warning, the others are judged. Any other exception is a fault of
+    # the scanner's own and propagates.
+    names, starts, apart, routes = {}, set(), set(), []
+    for path, tree in list(modules.items()):
+        try:
+            names[path] = python_rules.Names(tree)
+            if python_rules.starts_loops(tree, names[path]):
+                starts.add(_package_root(path))
+            if python_rules.keeps_loops_apart(tree, names[path]):
+                apart.add(_package_root(path))
+            if r := celery_routes.routes_in(tree, str(path)):
+                routes.append(r)
+        except (RecursionError, MemoryError) as exc:
+            report.warnings.append(f"{path}: not scanned ({_exhausted(exc)})")
+            names.pop(path, None)
+            del modules[path]
     # LK06 needs the whole package: one module starts loops, another keeps the client
-    names = {p: python_rules.Names(tree) for p, tree in modules.items()}
-    loop_packages = {_package_root(p) for p, tree in modules.items() if python_rules.starts_loops(tree, names[p])}
-    loop_packages -= {_package_root(p) for p, tree in modules.items()
-                      if python_rules.keeps_loops_apart(tree, names[p])}
-    for path, tree in modules.items():
-        for rule, node, message in python_rules.check(names[path], _package_root(path) in loop_packages):
+    loop_packages = starts - apart
+    for path in modules:
+        try:
+            judged = list(python_rules.check(names[path], _package_root(path) in loop_packages))
+        except (RecursionError, MemoryError) as exc:
+            report.warnings.append(f"{path}: not scanned ({_exhausted(exc)})")
+            continue
+        for rule, node, message in judged:
             add(rule, path, node.lineno, node.col_offset + 1, message)
     if wanted & {"LK04", "LK05"} and modules:
         try:
-            for rule, path, line, column, message in ruff_rules.run(sorted(modules)):
+            checked, problems = ruff_rules.run(sorted(modules))
+            report.warnings += problems
+            for rule, path, line, column, message in checked:
                 add(rule, path, line, column, message)
         except ruff_rules.RuffUnavailable as exc:
             report.warnings.append(str(exc))
-    if "LK07" in wanted:
-        _lk07(modules, [p for p in sources if celery_routes.is_deploy_file(p)], add, report)
+    if "LK07" in wanted and routes:
+        _lk07(routes, deploy, add, report)
     report.findings = sorted(found, key=lambda f: (f.path, f.line, f.column, f.rule))
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _lk07(modules: dict, deploy_files: list[Path], add, report: Report) -> None:
-    routes = [r for path, tree in modules.items() if (r := celery_routes.routes_in(tree, str(path)))]
-    if not routes:
-        return
+def _lk07(routes: list[celery_routes.Routes], deploy_files: dict[Path, str], add, report: Report) -> None:
     default = routes[0].default_queue
     routed = set().union(*(r.queues for r in routes)) | {default}
     setting = f"{Path(routes[0].where[0]).name}:{routes[0].where[1]}"
-    for path in deploy_files:
+    for path, text in deploy_files.items():
         try:
-            consumed, workers = celery_routes.consumed_by_file(path, default)
-        except Exception as exc:  # noqa: BLE001 - a deploy file we cannot read is a warning, never a crash
+            consumed, workers = celery_routes.consumed_by_file(path, default, text)
+        except Exception as exc:  # noqa: BLE001 - a deploy file we cannot read (YAML error, alias bomb, nesting
+            # too deep for PyYAML's recursion, a bad date) is a warning, never a crash
             first = " ".join(str(exc).split())[:160]  # a YAML error spans lines: one line per file
             report.warnings.append(f"{path}: not read as a deploy file ({exc.__class__.__name__}: {first})")
             continue

@@ -17,6 +17,10 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from . import bounded_yaml
+
 DEFAULT_QUEUE = "celery"  # Celery's own default for task_default_queue
 
 
@@ -129,22 +133,17 @@ def _systemd(text: str) -> list[Command]:
 
 
 def _yaml_nodes(text: str):
-    """Every document of a YAML file as PyYAML nodes (they keep their line numbers)."""
-    import yaml
-
-    return list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    """Every document of a YAML file as PyYAML nodes (they keep their line numbers); a file
+    whose aliases expand it past a bound is refused (bounded_yaml.AliasBomb)."""
+    return bounded_yaml.compose_all(text)
 
 
 def _plain(node):
-    import yaml
-
     return yaml.SafeLoader("").construct_object(node, deep=True) if node is not None else None
 
 
 def _mapping(node) -> dict:
     """A mapping node's items by key, as nodes."""
-    import yaml
-
     if not isinstance(node, yaml.MappingNode):
         return {}
     return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
@@ -152,8 +151,6 @@ def _mapping(node) -> dict:
 
 def _yaml(text: str) -> list[Command]:
     """Compose services' commands, and every container's command + args in Kubernetes manifests."""
-    import yaml
-
     found = []
     for document in _yaml_nodes(text):
         top = _mapping(document)
@@ -194,10 +191,13 @@ def is_deploy_file(path: Path) -> bool:
     return name == "Procfile" or name.startswith("Procfile.") or path.suffix in (".yml", ".yaml", ".service")
 
 
-def commands(deploy_file: str | Path) -> list[Command]:
-    """Every process command a deploy file starts, shell wrappers opened, each with its line."""
+def commands(deploy_file: str | Path, text: str | None = None) -> list[Command]:
+    """Every process command a deploy file starts, shell wrappers opened, each with its line.
+
+    `text`: the file's content when the caller has already read it (the scan reads within a size limit)."""
     path = Path(deploy_file)
-    text = path.read_text(encoding="utf-8")
+    if text is None:
+        text = path.read_text(encoding="utf-8")
     if path.suffix in (".yml", ".yaml"):
         raw = _yaml(text)
     elif path.suffix == ".service":
@@ -207,12 +207,12 @@ def commands(deploy_file: str | Path) -> list[Command]:
     return [Command(tuple(args), c.line, c.profiles, c.service) for c in raw for args in _unwrap(list(c.args))]
 
 
-def worker_commands(deploy_file: str | Path, *, dormant: bool = False) -> list[Command]:
+def worker_commands(deploy_file: str | Path, *, dormant: bool = False, text: str | None = None) -> list[Command]:
     """The commands in `deploy_file` that start a Celery worker in a default deploy.
 
     With `dormant`, those it names but does not start by default instead: compose services
     behind `profiles`, which a plain `docker compose up` leaves out."""
-    return [c for c in commands(deploy_file)
+    return [c for c in commands(deploy_file, text)
             if celery_args(list(c.args)) is not None and c.started_by_default != dormant]
 
 
@@ -310,14 +310,17 @@ def routes_in(tree: ast.Module, filename: str) -> Routes | None:
     return Routes(queues, default or DEFAULT_QUEUE, where)
 
 
-def consumed_by_file(deploy_file: str | Path, default_queue: str = DEFAULT_QUEUE) -> tuple[set[str], list[Command]]:
+def consumed_by_file(deploy_file: str | Path, default_queue: str = DEFAULT_QUEUE,
+                     text: str | None = None) -> tuple[set[str], list[Command]]:
     """The queues that the Celery workers `deploy_file` starts by default consume, together, and its workers.
 
     A compose service behind `profiles` is not started by a plain `docker compose up`, so its
     queues count as consumed by nobody. It is still among the workers returned, first: a queue
     left without a consumer most likely went with it, so that is the line to point at.
     """
-    started, dormant = worker_commands(deploy_file), worker_commands(deploy_file, dormant=True)
+    workers = [c for c in commands(deploy_file, text) if celery_args(list(c.args)) is not None]
+    started = [c for c in workers if c.started_by_default]
+    dormant = [c for c in workers if not c.started_by_default]
     consumed = set()
     for worker in started:
         consumed |= consumed_queues(list(worker.args), default_queue) or set()

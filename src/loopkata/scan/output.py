@@ -27,6 +27,10 @@ def text(report, rules: dict, timed: bool = True) -> str:
     lines = [f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message} [{taught[f.rule]}]" for f in report.findings]
     lines += [f"warning: {w}" for w in report.warnings]
     count = len(report.findings)
+    if not report.files:  # "No findings in 0 files" would read as a clean bill
+        summary = ("Nothing scanned: no file could be read (see the warnings above)" if report.warnings
+                   else "Nothing scanned: no Python file or deploy file was found")
+        return "\n".join([*lines, summary])
     summary = (f"{count} finding{'s' if count != 1 else ''}" if count else "No findings") + \
         f" in {report.files} file{'s' if report.files != 1 else ''} ({report.lines} lines" + \
         (f", {report.seconds:.2f} s)" if timed else ")")
