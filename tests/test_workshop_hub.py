@@ -4,8 +4,13 @@ The hub is jupyterhub from this venv with docs/workshop/jupyterhub_config.py, lo
 config of the test's own that adds ports on 127.0.0.1 and a service token. Each learner's server
 pulls the collection through nbgitpuller from a file:// clone of this project and runs
 `loopkata check` in a terminal of its own; one learner first saves the reference fix over the
-kata through the contents API. Everything the hub started is stopped whatever happens, and the
-test fails if a process of it is left. `pytest -s` prints the time of each phase.
+kata through the contents API. Started as root, as in CI, the hub runs each learner as a uid of
+their own: a learner's terminal then tries to read the hub's cookie secret and another learner's
+home, and must fail. Everything the hub started is stopped whatever happens, and the test fails
+if a process of it is left. `pytest -s` prints the time of each phase.
+
+The quick tests load the config alone: its defaults (loopback only, a private folder for the
+hub's secrets, no root for learners), HTTPS, and the per-learner password authenticator.
 """
 from __future__ import annotations
 
@@ -18,8 +23,10 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +35,8 @@ import httpx
 import pytest
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
+from traitlets.config.loader import PyFileConfigLoader
+from traitlets.utils.importstring import import_item
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "docs" / "workshop" / "jupyterhub_config.py"
@@ -40,6 +49,7 @@ KATA, KATA_FILE = "bound-semaphore", "01_bound_semaphore.py"
 FOLDER = "loop-katas"
 SERVICE_SCOPES = ["admin:users", "admin:servers", "access:servers", "tokens"]
 MARKER_VAR = "LOOPKATA_HUB_TEST"  # every process of the room carries it, so none can hide
+AS_ROOT = os.geteuid() == 0  # then each learner runs as a uid of their own
 
 
 def _missing_tools() -> str | None:
@@ -78,10 +88,13 @@ def _free_ports(n: int) -> list[int]:
 
 
 class Room:
-    """One hub and everything it starts, in tmp_path; stop() leaves nothing running."""
+    """One hub and everything it starts; stop() leaves nothing running.
 
-    def __init__(self, tmp_path: Path):
-        self.state = (tmp_path / "room").resolve()           # LOOPKATA_HUB_DIR: db, homes
+    Its folder is in open_tmp, which learners' uids can walk through; its config in tmp_path.
+    """
+
+    def __init__(self, tmp_path: Path, open_tmp: Path):
+        self.state = open_tmp / "room"           # LOOPKATA_HUB_DIR: hub/ (db, secrets), homes/
         self.conf = (tmp_path / "hub" / "jupyterhub_config.py").resolve()  # unique: names the hub's processes
         self.log_path = self.conf.parent / "hub.log"
         self.marker = secrets.token_hex(8)
@@ -93,6 +106,9 @@ class Room:
 
     def home(self, user: str) -> Path:
         return self.state / "homes" / user
+
+    def secret(self) -> Path:
+        return self.state / "hub" / "jupyterhub_cookie_secret"
 
     def ports_taken(self) -> int:
         """How many single-user servers so far could not start because their port was taken."""
@@ -108,7 +124,8 @@ class Room:
             return "(no hub log)"
         return "\n".join(text)
 
-    def start(self) -> None:
+    def start(self, git_config: Path) -> None:
+        """git_config: the learners' global git config (GIT_CONFIG_GLOBAL)."""
         public, proxy_api, hub_api = _free_ports(3)
         self.url = f"http://127.0.0.1:{public}"
         self.conf.parent.mkdir(parents=True)
@@ -121,7 +138,8 @@ class Room:
             f"c.JupyterHub.services = [{{'name': 'room-test', 'api_token': {self.token!r}}}]\n"
             "c.JupyterHub.load_roles = [{'name': 'room-test', 'services': ['room-test'], "
             f"'scopes': {SERVICE_SCOPES!r}}}]\n"
-            f"c.Spawner.environment = dict(c.Spawner.environment, {MARKER_VAR}={self.marker!r})\n"
+            f"c.Spawner.environment = dict(c.Spawner.environment, {MARKER_VAR}={self.marker!r}, "
+            f"GIT_CONFIG_GLOBAL={str(git_config)!r})\n"
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOPKATA_", "JUPYTERHUB_"))}
         env.update(LOOPKATA_HUB_PASSWORD=secrets.token_hex(8), LOOPKATA_HUB_DIR=str(self.state),
@@ -215,23 +233,52 @@ class Room:
 
 
 @pytest.fixture
-def room(tmp_path):
+def open_tmp():
+    """A temporary folder every uid may walk through (pytest's own is closed to other users)."""
+    folder = Path(tempfile.mkdtemp(prefix="loopkata-hub-test-")).resolve()
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def room(tmp_path, open_tmp):
     missing = _missing_tools()
     if missing:
         pytest.fail(missing, pytrace=False)
-    room = Room(tmp_path)
+    room = Room(tmp_path, open_tmp)
     try:
         yield room
     finally:
         room.stop()
 
 
-def _collection(tmp_path: Path) -> tuple[Path, str]:
-    """A clone of this project on a branch of its own: what the learners pull."""
-    clone = tmp_path / "collection"
+def _uid(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _collection(open_tmp: Path) -> tuple[Path, str, Path]:
+    """A clone of this project on a branch of its own, readable by every learner: what they pull;
+    and a git config for the learners that trusts it.
+
+    git refuses a repository another user owns ("dubious ownership"); a room pulls over https
+    and never meets that.
+    """
+    clone = open_tmp / "collection"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True, timeout=30)
     subprocess.run(["git", "-C", str(clone), "checkout", "-q", "-B", "workshop"], check=True, timeout=10)
-    return clone, "workshop"
+    git_config = open_tmp / "gitconfig"
+    git_config.write_text(f"[safe]\n\tdirectory = {clone / '.git'}\n")
+    git_config.chmod(0o644)
+    return clone, "workshop", git_config
 
 
 class Learner:
@@ -265,16 +312,31 @@ class Learner:
 
     async def check(self) -> int:
         """Run `loopkata check KATA --json` in a terminal of the learner's server; its exit status."""
+        copy = f"$HOME/{FOLDER}"
+        seen = await self.terminal(
+            f"cd {copy} && LOOPKATA_ROOT={copy} LOOPKATA_STATE={copy}/.loopkata "
+            f"loopkata check {KATA} --json > $HOME/check.json 2> $HOME/check.err; echo @@rc=$?@@",
+            r"@@rc=(\d+)@@")  # the echoed command shows $?, not a number
+        return int(seen[0])
+
+    async def trespass(self, secret: Path, other_home: Path) -> dict[str, str]:
+        """From a terminal: the learner's uid, and the exit status of reading the hub's cookie
+        secret and of listing another learner's home."""
+        seen = await self.terminal(
+            f"cat {secret} > /dev/null 2>&1; s=$?; ls {other_home} > /dev/null 2>&1; o=$?; "
+            "echo @@uid=$(id -u),secret=$s,other=$o@@",
+            r"@@uid=(\d+),secret=(\d+),other=(\d+)@@")
+        return dict(zip(("uid", "secret", "other"), seen))
+
+    async def terminal(self, command: str, until: str) -> tuple[str, ...]:
+        """Type command in a new terminal of the learner's server; the groups of `until` once it shows."""
         r = await self.http.post(f"{self.base}/api/terminals", headers=self.headers, json={})
         assert r.status_code == 200, f"{self.name}: opening a terminal answered {r.status_code}: {r.text}"
         term = r.json()["name"]
         ws = await websocket_connect(HTTPRequest(
             f"{self.room.url.replace('http', 'ws', 1)}{self.base}/terminals/websocket/{term}",
             headers=self.headers))
-        copy = f"$HOME/{FOLDER}"
-        command = (f"cd {copy} && LOOPKATA_ROOT={copy} LOOPKATA_STATE={copy}/.loopkata "
-                   f"loopkata check {KATA} --json > $HOME/check.json 2> $HOME/check.err; echo @@rc=$?@@\r")
-        ws.write_message(json.dumps(["stdin", command]))
+        ws.write_message(json.dumps(["stdin", command + "\r"]))
         seen = ""
         try:
             while True:
@@ -283,9 +345,9 @@ class Learner:
                 kind, *rest = json.loads(msg)
                 if kind == "stdout":
                     seen += rest[0]
-                    found = re.search(r"@@rc=(\d+)@@", seen)  # the echoed command shows $?, not a number
+                    found = re.search(until, seen)
                     if found:
-                        return int(found[1])
+                        return found.groups()
         finally:
             ws.close()
             await self.http.delete(f"{self.base}/api/terminals/{term}", headers=self.headers)
@@ -348,19 +410,27 @@ async def _workshop(room: Room, repo: str, branch: str, times: dict) -> dict[str
         await learners[SOLVER].save_reference_fix()
         codes = await asyncio.gather(*(learners[n].check() for n in USERS))
         times["checks"] = time.monotonic() - t
+
+        if AS_ROOT:
+            intruder, victim = USERS[1], SOLVER
+            tried = await learners[intruder].trespass(room.secret(), room.home(victim))
+            assert tried["uid"] != "0" and tried["secret"] != "0" and tried["other"] != "0", (
+                f"{intruder}'s terminal should run as a uid other than root and fail to read the hub's "
+                f"cookie secret and {victim}'s home; it ran as uid {tried['uid']}, reading the secret "
+                f"ended {tried['secret']} and listing the home ended {tried['other']} (0 is success)")
         return dict(zip(USERS, codes))
 
 
-def test_a_workshop_room_of_three_learners_on_a_real_hub(room, tmp_path):
+def test_a_workshop_room_of_three_learners_on_a_real_hub(room, open_tmp):
     """three learners on a real JupyterHub pull the collection, and each check grades their own copy"""
     begin = time.monotonic()
     deadline = begin + DEADLINE
     times: dict[str, float] = {}
-    repo, branch = _collection(tmp_path)
+    repo, branch, git_config = _collection(open_tmp)
     times["clone"] = time.monotonic() - begin
 
     t = time.monotonic()
-    room.start()
+    room.start(git_config)
     room.wait_up(deadline)
     times["hub up"] = time.monotonic() - t
 
@@ -376,6 +446,10 @@ def test_a_workshop_room_of_three_learners_on_a_real_hub(room, tmp_path):
     servers = [p for p in running if "jupyterhub-singleuser" in p]
     assert len(servers) == len(USERS) and any("configurable-http-proxy" in p for p in running), \
         "the process sweep should see the proxy and one server per learner; it saw:\n" + "\n".join(running)
+    if AS_ROOT:
+        uids = [_uid(int(p.split()[0])) for p in servers]
+        assert None not in uids and 0 not in uids and len(set(uids)) == len(USERS), \
+            f"started as root, the hub should run each learner's server as a uid of its own, not root; their uids: {uids}"
 
     t = time.monotonic()
     left = room.stop()
@@ -404,3 +478,97 @@ def test_a_workshop_room_of_three_learners_on_a_real_hub(room, tmp_path):
         expected = "solved" if name == SOLVER else "attempted"
         assert (entry.get("status"), entry.get("checks")) == (expected, 1), \
             f"{name}'s own progress file should show one check, {expected}; it holds {entry}"
+
+
+# --- the config alone ---------------------------------------------------------------------------
+
+def _load(monkeypatch, state: Path, **env: str):
+    """docs/workshop/jupyterhub_config.py as JupyterHub loads it, with only these LOOPKATA_HUB_ variables."""
+    for name in list(os.environ):
+        if name.startswith("LOOPKATA_HUB_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("LOOPKATA_HUB_DIR", str(state))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return PyFileConfigLoader(CONFIG.name, str(CONFIG.parent)).load_config()
+
+
+def _refusal(monkeypatch, state: Path, **env: str) -> str:
+    with pytest.raises(SystemExit) as stopped:
+        _load(monkeypatch, state, **env)
+    return str(stopped.value.code)
+
+
+def test_the_trial_hub_listens_on_this_machine_only_unless_told(monkeypatch, tmp_path, capsys):
+    """the trial hub listens on 127.0.0.1 unless told, and warns when told to speak plain HTTP to a network"""
+    config = _load(monkeypatch, tmp_path / "room", LOOPKATA_HUB_PASSWORD="a-password")
+    assert config.JupyterHub.bind_url == "http://127.0.0.1:8000", \
+        f"with no LOOPKATA_HUB_IP the hub should listen on http://127.0.0.1:8000; it listens on {config.JupyterHub.bind_url}"
+    assert "WARNING" not in capsys.readouterr().err, "on 127.0.0.1 the hub should not warn about plain HTTP"
+    config = _load(monkeypatch, tmp_path / "room", LOOPKATA_HUB_PASSWORD="a-password", LOOPKATA_HUB_IP="0.0.0.0")
+    warned = capsys.readouterr().err
+    assert config.JupyterHub.bind_url == "http://0.0.0.0:8000" and "WARNING: plain HTTP" in warned, \
+        ("with LOOPKATA_HUB_IP=0.0.0.0 and no certificate the hub should listen on http://0.0.0.0:8000 and warn "
+         f"about plain HTTP; it listens on {config.JupyterHub.bind_url} and printed {warned!r}")
+    config = _load(monkeypatch, tmp_path / "room", LOOPKATA_HUB_PASSWORD="a-password",
+                   LOOPKATA_HUB_IP="0.0.0.0", LOOPKATA_HUB_PORT="8443",
+                   LOOPKATA_HUB_SSL_CERT="/etc/hub.crt", LOOPKATA_HUB_SSL_KEY="/etc/hub.key")
+    assert (config.JupyterHub.bind_url, config.JupyterHub.ssl_cert, config.JupyterHub.ssl_key) == \
+        ("https://0.0.0.0:8443", "/etc/hub.crt", "/etc/hub.key"), \
+        ("with LOOPKATA_HUB_IP=0.0.0.0, port 8443 and a certificate the hub should serve "
+         f"https://0.0.0.0:8443 with it; it serves {config.JupyterHub.bind_url} with "
+         f"{config.JupyterHub.ssl_cert!r} and {config.JupyterHub.ssl_key!r}")
+
+
+def test_the_hubs_secrets_are_in_a_folder_only_its_user_opens(monkeypatch, tmp_path):
+    """the hub's database and cookie secret are in a folder no learner can open"""
+    state = tmp_path / "room"
+    config = _load(monkeypatch, state, LOOPKATA_HUB_PASSWORD="a-password")
+    private = state / "hub"
+    mode = stat.S_IMODE(private.stat().st_mode)
+    assert mode == 0o700, f"{private} should be open to the hub's user alone (0700); it is {oct(mode)}"
+    for setting in (config.JupyterHub.cookie_secret_file, config.JupyterHub.db_url.removeprefix("sqlite:///")):
+        assert Path(setting).parent == private, f"{setting} should be in {private}"
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="started by any other user, every learner runs as that user")
+def test_started_as_root_no_learner_gets_root(monkeypatch, tmp_path):
+    """started as root, the hub runs learners as uids of their own and never allows root servers"""
+    config = _load(monkeypatch, tmp_path / "room", LOOPKATA_HUB_PASSWORD="a-password")
+    spawner = config.JupyterHub.spawner_class
+    assert getattr(spawner, "__name__", spawner) == "LearnerUidSpawner", \
+        f"as root the hub should use LearnerUidSpawner; it uses {spawner}"
+    assert not any("allow-root" in arg for arg in config.Spawner.args), \
+        f"no learner's server may be allowed to run as root; its arguments are {config.Spawner.args}"
+
+
+def test_started_by_another_user_the_hub_keeps_its_folders_to_that_user(monkeypatch, tmp_path):
+    """started by any other user than root, learners run as that user, and only that user opens the hub's folders"""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # what the config asks to decide who it runs as
+    state = tmp_path / "room"
+    config = _load(monkeypatch, state, LOOPKATA_HUB_PASSWORD="a-password")
+    assert config.JupyterHub.spawner_class == "simple", \
+        f"not as root, the hub should run every learner as its own user (simple); it uses {config.JupyterHub.spawner_class}"
+    modes = {folder.name: oct(stat.S_IMODE(folder.stat().st_mode)) for folder in (state, state / "hub", state / "homes")}
+    assert set(modes.values()) == {"0o700"}, f"every folder of the hub should be 0700 for its user alone; they are {modes}"
+
+
+def test_a_shared_password_must_be_set_and_long_enough(monkeypatch, tmp_path):
+    """the hub refuses to start with no shared password, a short one, or an unknown way to log in"""
+    for env, expected in (({}, "LOOPKATA_HUB_PASSWORD"), ({"LOOPKATA_HUB_PASSWORD": "short"}, "8 characters"),
+                          ({"LOOPKATA_HUB_AUTH": "ldap"}, "'shared'")):
+        said = _refusal(monkeypatch, tmp_path / "room", **env)
+        assert said.startswith("loopkata hub:") and expected in said and "\n" not in said, \
+            f"with {env or 'no variable'} the hub should stop with one line naming {expected!r}; it said: {said!r}"
+
+
+def test_per_learner_passwords_load(monkeypatch, tmp_path):
+    """LOOPKATA_HUB_AUTH=firstuse gives each learner a password of their own, kept in the hub's private folder"""
+    state = tmp_path / "room"
+    config = _load(monkeypatch, state, LOOPKATA_HUB_AUTH="firstuse")
+    authenticator = import_item(config.JupyterHub.authenticator_class)(config=config)
+    assert type(authenticator).__name__ == "FirstUseAuthenticator", \
+        f"LOOPKATA_HUB_AUTH=firstuse should load FirstUseAuthenticator; it loaded {type(authenticator).__name__}"
+    assert Path(authenticator.dbm_path).parent == state / "hub" and authenticator.create_users, \
+        (f"learners' password hashes should be kept in {state / 'hub'} and learners created at first login; "
+         f"dbm_path is {authenticator.dbm_path}, create_users {authenticator.create_users}")
