@@ -15,6 +15,7 @@ the server's maintenance database, from which connections are counted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import faulthandler
 import functools
 import gc
@@ -34,10 +35,18 @@ from pathlib import Path
 RESULT = "RESULT "
 JOB_SECONDS = 2.5  # one job, from dispatch to "done"; the whole scenario is bounded by hang_after
 HOLD_SECONDS = 0.6  # how long a job is held while the API is asked (a blocking dispatch waits this long)
+OVERLAP_SECONDS = 1.5  # how long two jobs may take to be inside their statements at once (a runner that runs
+                       # one job at a time never gets there: its jobs then run one after the other)
 
 
 class Failed(Exception):
-    """What the scenario saw, said as an expectation and what happened instead."""
+    """What the scenario saw, said as an expectation and what happened instead.
+
+    `how`, if given, says how the scenario drove the package, in place of its entry in HOW."""
+
+    def __init__(self, message: str, how: str | None = None):
+        super().__init__(message)
+        self.how = how
 
 
 def load(impl: Path):
@@ -85,26 +94,48 @@ class Harness:
         except Exception as exc:  # noqa: BLE001 - said to the learner
             raise Failed(f"expected the API request {what} to succeed, but it failed with {said(exc)}") from None
 
-    async def job(self, customer: str, hold: float = 0.0):
-        """Dispatch refresh_totals(customer) from the API's loop and wait for it: ("done", result) or ("failed", why).
+    def start(self, customer: str, hold: float = 0.0, release: threading.Event | None = None) -> tuple[str, dict]:
+        """Dispatch refresh_totals(customer) from the API's loop; (its job id, a box).
 
-        With `hold`, the job waits (up to `hold` s) until the API has answered a request meanwhile:
-        dispatch() must return at once, and the API's loop must not wait for the job."""
-        box, release = {}, threading.Event()
+        The box's "where" says the learner's line a failing job raised at. With `release`, the job
+        waits (up to `hold` s) for it first."""
+        box: dict = {}
         task = self.tasks.refresh_totals
 
         @functools.wraps(task)
         def traced(*args):
-            release.wait(hold)
+            if release is not None:
+                release.wait(hold)
             try:
                 return task(*args)
             except BaseException as exc:
                 box["where"] = where(exc)
                 raise
 
+        return self.jobs.dispatch(traced, customer), box
+
+    async def outcome(self, job_id: str, box: dict):
+        """Wait for a dispatched job from the API's loop: ("done", result), ("failed", why) or ("unfinished", why)."""
+        deadline = time.monotonic() + JOB_SECONDS
+        while time.monotonic() < deadline:
+            state = self.jobs.status(job_id)
+            if state.get("state") == "done":
+                return "done", state.get("result")
+            if state.get("state") == "failed":
+                error = (str(state.get("error") or "no error recorded").strip().splitlines() or [""])[0]
+                return "failed", f"{error}{box.get('where', '')}"
+            await asyncio.sleep(0.003)
+        return "unfinished", f"it was still {self.jobs.status(job_id).get('state')!r} after {JOB_SECONDS:g} s"
+
+    async def job(self, customer: str, hold: float = 0.0):
+        """Dispatch refresh_totals(customer) from the API's loop and wait for it: ("done", result) or not, and why.
+
+        With `hold`, the job waits (up to `hold` s) until the API has answered a request meanwhile:
+        dispatch() must return at once, and the API's loop must not wait for the job."""
+        release = threading.Event()
         started = time.monotonic()
         try:
-            job_id = self.jobs.dispatch(traced, customer)
+            job_id, box = self.start(customer, hold, release if hold else None)
             took = time.monotonic() - started
             if hold and took > hold / 2:
                 raise Failed(f"expected jobs.dispatch() to return a job id at once and run the job in the background, "
@@ -119,16 +150,7 @@ class Harness:
                                  f"took {answered:.2f} s: the API's event loop waited for the job")
         finally:
             release.set()
-        deadline = time.monotonic() + JOB_SECONDS
-        while time.monotonic() < deadline:
-            state = self.jobs.status(job_id)
-            if state.get("state") == "done":
-                return "done", state.get("result")
-            if state.get("state") == "failed":
-                error = (str(state.get("error") or "no error recorded").strip().splitlines() or [""])[0]
-                return "failed", f"{error}{box.get('where', '')}"
-            await asyncio.sleep(0.003)
-        return "failed", f"it was still {self.jobs.status(job_id).get('state')!r} after {JOB_SECONDS:g} s"
+        return await self.outcome(job_id, box)
 
     async def jobs_in_a_row(self, customer: str, count: int, expect_total: int | None = None) -> None:
         failures = []
@@ -146,6 +168,32 @@ class Harness:
         return await self.admin.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'",
             self.database)
+
+    async def execute(self, statement: str) -> None:
+        """Run one statement on this scenario's database, on a connection of the test's own."""
+        import asyncpg
+
+        conn = await asyncpg.connect(os.environ["LOOPKATA_DATABASE_DSN"])
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    async def lock_total(self, customer: str):
+        """A connection of the test's own, in a transaction that holds `customer`'s totals row locked:
+        a job refreshing that total waits inside its statement, its connection checked out, until the
+        transaction ends (COMMIT, or closing the connection)."""
+        import asyncpg
+
+        conn = await asyncpg.connect(os.environ["LOOPKATA_DATABASE_DSN"])
+        await conn.execute("BEGIN")
+        await conn.execute("SELECT 1 FROM totals WHERE customer = $1 FOR UPDATE", customer)
+        return conn
+
+    async def waiting_on_locks(self) -> int:
+        """How many connections to this scenario's database are waiting for a lock (a job held by lock_total)."""
+        return await self.admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'", self.database)
 
     async def backends_serving(self, table: str) -> int:
         """How many server connections wrote the rows of `table` (each row records pg_backend_pid())."""
@@ -279,6 +327,120 @@ def _stack_here() -> list[tuple[str, int, str]]:
     return frames
 
 
+async def settled(h: Harness, baseline: int) -> int:
+    """The server's count of connections, once it has fallen back to `baseline` (or after a second)."""
+    deadline, now = time.monotonic() + 1.0, await h.connections()
+    while now > baseline and time.monotonic() < deadline:  # a closed connection takes a moment to go
+        await asyncio.sleep(0.02)
+        now = await h.connections()
+    return now
+
+
+def left_open(after: str, baseline: int, now: int) -> str:
+    left = now - baseline
+    return (f"expected the server to have no more connections to the database after {after} than before them "
+            f"({baseline}: the API's pool), but it had {now}: {left} connection"
+            f"{'s the jobs opened were' if left > 1 else ' the jobs opened was'} never closed")
+
+
+AT_ONCE = ("Three API requests and ten jobs, then two jobs at once through jobs.dispatch(), each held inside its "
+           "statement (the test kept the total it refreshes locked) until both were, then let go one after the other, "
+           "counting the server's connections in pg_stat_activity")
+FAILING = ("Three API requests, ten jobs and two jobs at once, then an order of -500 cents and two jobs through "
+           "jobs.dispatch() refreshing that customer's total, which the totals table's CHECK (cents >= 0) refuses, "
+           "counting the server's connections in pg_stat_activity")
+EVERY_JOB = ("Three API requests at once, then jobs through jobs.dispatch() (ten one after another, two at once, two "
+             "that fail), then a garbage collection")
+
+
+@contextlib.contextmanager
+def driven(how: str):
+    """A failure inside the block (an API request's, say) says `how` the scenario drove the package there."""
+    try:
+        yield
+    except Failed as exc:
+        exc.how = exc.how or how
+        raise
+
+
+def closed_cleanly(failures: CloseFailures) -> None:
+    """Raise if SQLAlchemy logged a failed close while the jobs so far ran."""
+    if failures.seen:
+        raise Failed(
+            f"expected every connection to be closed cleanly, by the loop that opened it, but closing "
+            f"{len(failures.seen)} failed while the jobs ran: SQLAlchemy logged {failures.seen[0]}. A connection "
+            "closed from a loop that did not open it, or after that loop ended, is not closed cleanly: the close "
+            "fails half-way, and its socket is left for the garbage collector"
+        )
+
+
+def torn_down(unclosed: list[str]) -> None:
+    """Raise if the garbage collector has had to tear down a connection (asyncpg, asyncio or Python warned)."""
+    if unclosed:
+        # One connection can be warned of three times (its asyncpg connection, its transport, its
+        # socket): count the kind warned of most, and say the first of them.
+        kinds = [("connection", "asyncpg", "unclosed connection"), ("transport", "asyncio", "unclosed transport"),
+                 ("<socket", "Python", "unclosed <socket.socket ...>")]
+        counts = [sum(key in w for w in unclosed) for key, _, _ in kinds]
+        _, who, said = kinds[counts.index(max(counts))]
+        raise Failed(
+            f"expected every connection a job opened to be closed by the code that opened it, but the garbage "
+            f"collector had to tear down {max(counts)} ({who} warned: {said}): in a process where it runs late, "
+            "or not at all, those connections stay open"
+        )
+
+
+async def two_jobs_at_once(h: Harness, baseline: int) -> None:
+    """Jobs for 'ada' and 'bob' at once, both inside their statements, then each let go and finished in turn."""
+    await h.request("place_order('bob', 400)", h.service.place_order, "bob", 400)
+    await h.execute("INSERT INTO totals (customer, cents, orders) VALUES ('bob', 0, 0)")  # a row to lock
+    locks = {}
+    try:
+        for customer in ("ada", "bob"):
+            locks[customer] = await h.lock_total(customer)
+        started = {customer: h.start(customer) for customer in ("ada", "bob")}
+        # Both jobs inside their statements, each with a connection checked out. A runner that runs one job
+        # at a time never gets there: the second job only starts once the first is let go.
+        deadline = time.monotonic() + OVERLAP_SECONDS
+        while time.monotonic() < deadline and await h.waiting_on_locks() < 2:
+            if any(h.jobs.status(job_id).get("state") in ("done", "failed") for job_id, _ in started.values()):
+                break
+            await asyncio.sleep(0.005)
+        outcomes = {}
+        for customer, (job_id, box) in started.items():
+            conn = locks.pop(customer)
+            await conn.execute("COMMIT")
+            await conn.close()
+            outcomes[customer] = await h.outcome(job_id, box)
+    finally:
+        for conn in locks.values():
+            await conn.close()
+    expected = {"ada": 300, "bob": 400}
+    failures = [(n, value if state != "done" else
+                 f"it returned {value!r}, but the customer's orders add up to {expected[customer]}")
+                for n, (customer, (state, value)) in enumerate(outcomes.items(), 1)
+                if state != "done" or value != expected[customer]]
+    if failures:
+        raise Failed(job_failures(failures, 2).replace("every job", "both jobs that ran at once"))
+    now = await settled(h, baseline)
+    if now > baseline:
+        raise Failed(left_open("two jobs that ran at once", baseline, now))
+
+
+async def two_failing_jobs(h: Harness, baseline: int) -> None:
+    """Two jobs whose statement fails (a negative total), one after the other: reported failed, nothing left open."""
+    await h.request("place_order('eve', -500)", h.service.place_order, "eve", -500)
+    for n in (1, 2):
+        job_id, box = h.start("eve")
+        state, value = await h.outcome(job_id, box)
+        if state != "failed":
+            raise Failed(f"expected job {n} to be reported failed (its statement breaks the CHECK constraint), "
+                         f"but {f'it returned {value!r}' if state == 'done' else value}")
+    now = await settled(h, baseline)
+    if now > baseline:
+        raise Failed(left_open("2 jobs that failed", baseline, now))
+
+
 async def no_leftover_connections(h: Harness):
     # A connection that only the garbage collector would close stays open until it happens to
     # run; keep the collector out, so such a connection is counted every time, not now and then.
@@ -287,6 +449,7 @@ async def no_leftover_connections(h: Harness):
     # ("unclosed transport", "unclosed <socket"), and those count too. So do the errors SQLAlchemy
     # logs when closing a connection fails: one closed from a loop that did not open it (or after
     # that loop ended) is not closed cleanly, and its socket is left for the collector.
+    # Ten jobs one after another, then two at once, then two that fail: each leaves no connection.
     gc.disable()
     unclosed = []
     shown = warnings.showwarning
@@ -301,41 +464,27 @@ async def no_leftover_connections(h: Harness):
     warnings.showwarning = keep
     failures = CloseFailures()
     logging.getLogger("sqlalchemy.pool").addHandler(failures)
-    for _ in range(3):
-        await h.request("place_order('ada', 100)", h.service.place_order, "ada", 100)
+    # Three requests at once: the API's pool holds a few connections, so jobs that borrow the API's
+    # own connections (on the API's loop) find enough of them there, even two jobs at once.
+    await asyncio.gather(*(h.request("place_order('ada', 100)", h.service.place_order, "ada", 100) for _ in range(3)))
     baseline = await h.connections()
     await h.jobs_in_a_row("ada", 10, expect_total=300)
-    deadline, now = time.monotonic() + 1.0, await h.connections()
-    while now > baseline and time.monotonic() < deadline:  # a closed connection takes a moment to go
-        await asyncio.sleep(0.02)
-        now = await h.connections()
+    now = await settled(h, baseline)
     if now > baseline:
-        left = now - baseline
-        raise Failed(
-            f"expected the server to have no more connections to the database after 10 jobs than before them "
-            f"({baseline}: the API's pool), but it had {now}: {left} connection"
-            f"{'s the jobs opened were' if left > 1 else ' the jobs opened was'} never closed"
-        )
-    if failures.seen:
-        raise Failed(
-            f"expected every connection to be closed cleanly, by the loop that opened it, but closing "
-            f"{len(failures.seen)} failed while the jobs ran: SQLAlchemy logged {failures.seen[0]}. A connection "
-            "closed from a loop that did not open it, or after that loop ended, is not closed cleanly: the close "
-            "fails half-way, and its socket is left for the garbage collector"
-        )
+        raise Failed(left_open("10 jobs", baseline, now))
+    closed_cleanly(failures)
+    torn_down(unclosed)  # a job that runs the collector itself has made it say so already
+    with driven(AT_ONCE):
+        await two_jobs_at_once(h, baseline)
+        closed_cleanly(failures)
+        torn_down(unclosed)
+    with driven(FAILING):
+        await two_failing_jobs(h, baseline)
+        closed_cleanly(failures)
+        torn_down(unclosed)
     gc.collect()  # whatever only the collector would close says so now ("unclosed ...")
-    if unclosed:
-        # One connection can be warned of three times (its asyncpg connection, its transport, its
-        # socket): count the kind warned of most, and say the first of them.
-        kinds = [("connection", "asyncpg", "unclosed connection"), ("transport", "asyncio", "unclosed transport"),
-                 ("<socket", "Python", "unclosed <socket.socket ...>")]
-        counts = [sum(key in w for w in unclosed) for key, _, _ in kinds]
-        _, who, said = kinds[counts.index(max(counts))]
-        raise Failed(
-            f"expected every connection a job opened to be closed by the code that opened it, but the garbage "
-            f"collector had to tear down {max(counts)} ({who} warned: {said}): in a process where it runs late, "
-            "or not at all, those connections stay open"
-        )
+    with driven(EVERY_JOB):
+        torn_down(unclosed)
 
 
 async def pool_reuse(h: Harness):
@@ -361,7 +510,7 @@ HOW = {
     "in_flight": "Five jobs through jobs.dispatch(), one after another, while three clients kept sending API "
                  "requests on the API's event loop",
     "twenty_in_a_row": "One API request, then twenty jobs through jobs.dispatch(), one after another",
-    "no_leftover_connections": "Three API requests, then ten jobs through jobs.dispatch(), one after another, "
+    "no_leftover_connections": "Three API requests at once, then ten jobs through jobs.dispatch(), one after another, "
                                "counting the server's connections in pg_stat_activity",
     "pool_reuse": "Ten API requests, one job through jobs.dispatch(), ten more API requests, one after another",
 }
@@ -400,7 +549,7 @@ def main() -> None:
         run_bounded(scenario, what=f"the scenario '{name}'", seconds=seconds)
         out = {"ok": True}
     except Failed as exc:
-        out = {"failed": f"{HOW[name]}: {exc}"}
+        out = {"failed": f"{exc.how or HOW[name]}: {exc}"}
     except Hang as exc:
         others = threads_stuck()
         out = {"hang": str(exc), "stacks": "\n".join(s for s in (exc.stacks, others) if s)}

@@ -8,7 +8,8 @@ interpreter, and a crash must be a verdict, not a dead grader. The processes
 are forked from a fork server that has imported asyncpg and SQLAlchemy once
 (the learner's package is imported fresh in each). Rows record
 the server process that wrote them (pg_backend_pid()), so the tests can count
-how many connections the API used without looking at how it pools.
+how many connections the API used without looking at how it pools. A total
+below zero is refused (CHECK), so a test can make a job fail for real.
 """
 import asyncio
 import itertools
@@ -39,7 +40,7 @@ CREATE TABLE orders (
 );
 CREATE TABLE totals (
     customer text PRIMARY KEY,
-    cents bigint NOT NULL,
+    cents bigint NOT NULL CHECK (cents >= 0),
     orders integer NOT NULL,
     served_by integer NOT NULL DEFAULT pg_backend_pid()
 );
@@ -157,9 +158,9 @@ def test_twenty_jobs_in_a_row_succeed(kata, database):
 
 
 def test_jobs_leave_no_connection_open(kata, database):
-    """after the jobs, the server has no more connections than before them, and each job closed its own cleanly"""
+    """after the jobs (ten in a row, two at once, two that fail), the server has no more connections than before them, and each job closed its own cleanly"""
     run_scenario(kata, database, "no_leftover_connections",
-                 "ten jobs ran through jobs.dispatch() after three API requests")
+                 "jobs ran through jobs.dispatch() after three API requests (ten in a row, two at once, two that fail)")
 
 
 def test_the_api_keeps_reusing_its_pooled_connections(kata, database):
