@@ -391,8 +391,9 @@ def test_a_kata_file_opens_from_a_notebook_link_and_an_edit_is_saved(lab, browse
 
 def test_make_lab_starts_the_lab_the_browser_stage_tests():
     """`make lab` runs loopkata.lab, the launcher the browser stage starts its server with"""
-    planned = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "MAKEFLAGS": ""})
-    last = [line for line in planned.stdout.splitlines() if line.strip()][-1]
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # run from `make test`
+    planned = subprocess.run(["make", "-n", "--no-print-directory", "lab"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60, env=env)
+    last = [line for line in planned.stdout.splitlines() if line.strip() and not line.startswith("make")][-1]
     assert last.endswith("python -m loopkata.lab"), (
         f"expected `make lab` to run `python -m loopkata.lab` (what this stage starts), it runs: {last}")
