@@ -6,6 +6,7 @@ cell that reproduces the naive code must print what the stored notebook prints
 (it runs the pristine starter, never the learner's file); only the cells that
 grade the learner's copy, or open once it is solved, may differ.
 """
+import ast
 import configparser
 import re
 import shutil
@@ -25,18 +26,43 @@ pytestmark = pytest.mark.python_independent
 KATAS = catalogue.load()
 # Cells that look at the learner's own copy or progress: they are meant to change once it is solved.
 LEARNER_CELLS = re.compile(r'\bcheck\("[^"]+"\)\s*$|once_solved\(|progress_table\(', re.M)
-CHECK_CALL = re.compile(r'check\("[^"]+"\)')
-IMPORT = re.compile(r"from loopkata import [\w, ]+")  # a check cell imports what it calls, to run alone
 
 
-def only_a_check(source: str) -> bool:
-    """A cell that only grades the learner's copy (a check call, comments). It is not run here:
-    its output is not compared; it defines nothing a later cell could use, and the cells that read
-    the progress it records (once_solved, progress_table) are not compared either; and grading the
-    reference fix once more proves nothing the kata proofs do not."""
-    lines = [line.strip() for line in source.splitlines() if line.strip()]
-    calls = [line for line in lines if CHECK_CALL.fullmatch(line)]
-    return bool(calls) and all(line in calls or line.startswith("#") or IMPORT.fullmatch(line) for line in lines)
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds, names it reads); a cell Python cannot parse (a magic) binds nothing."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set(), set()
+    binds, reads = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (reads if isinstance(node.ctx, ast.Load) else binds).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            binds.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            binds |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return binds, reads
+
+
+def compared(source: str) -> bool:
+    """Whether this test compares the cell's output with the stored notebook's."""
+    return not (LEARNER_CELLS.search(source) or "NBVAL_IGNORE_OUTPUT" in source)
+
+
+def not_needed(sources: list[str]) -> set[int]:
+    """The cells this test need not run: output not compared, and nothing they bind is read by a
+    cell that is run after them (walked from the last cell back). Such a cell can change what a
+    compared cell prints only through a name, which this follows; a check cell, a figure of many
+    runs or a decoy graded for show costs a stay-true run its time and proves nothing here."""
+    wanted, skip = set(), set()
+    for i in reversed(range(len(sources))):
+        binds, reads = _names(sources[i])
+        if compared(sources[i]) or binds & wanted:
+            wanted |= reads
+        else:
+            skip.add(i)
+    return skip
 
 
 def sanitizers() -> list[tuple[re.Pattern, str]]:
@@ -97,16 +123,14 @@ def test_reproductions_still_show_the_bug_once_the_kata_is_solved(kata, solved_p
     fresh = nbformat.read(solved_project / "notebooks" / kata.notebook, as_version=4)
     monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path / "state"))
     monkeypatch.delenv("LOOPKATA_ROOT", raising=False)
-    for cell in fresh.cells:
-        if cell.cell_type == "code" and only_a_check(cell.source):
-            cell.source = "pass  # the check cell: not run here (see only_a_check)"
+    code = [cell for cell in fresh.cells if cell.cell_type == "code"]
+    for i in not_needed([cell.source for cell in code]):
+        code[i].source = "pass  # not run here: see not_needed"
     NotebookClient(fresh, timeout=180, kernel_name="python3",
                    resources={"metadata": {"path": str(solved_project / "notebooks")}}).execute()
     rules = sanitizers()
     for i, (before, after) in enumerate(zip(stored.cells, fresh.cells)):
-        if before.cell_type != "code" or LEARNER_CELLS.search(before.source):
-            continue
-        if "NBVAL_IGNORE_OUTPUT" in before.source:
+        if before.cell_type != "code" or not compared(before.source):
             continue
         was, now = text_of(before.get("outputs", []), rules), text_of(after.get("outputs", []), rules)
         assert now == was, (
