@@ -66,7 +66,13 @@ def _system_binds() -> list[str]:
     for name in ETC:
         if os.path.exists(f"/etc/{name}"):
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    # The interpreter and its packages (a venv and the Python it was made from may live in a home)
+    return args
+
+
+def _interpreter_binds() -> list[str]:
+    """The interpreter and its packages: a venv and the Python it was made from may live in a
+    home, or under /tmp (a CI clone), so these come after the sandbox's own /tmp."""
+    args = []
     for place in sorted({str(Path(sys.prefix).resolve()), str(Path(sys.base_prefix).resolve()), sys.prefix}):
         if not place.startswith(SYSTEM):
             args += ["--ro-bind", place, place]
@@ -80,7 +86,7 @@ def _bwrap(cmd: list[str], lent: Path | None, private: Path | None) -> list[str]
             "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL",
             "--die-with-parent", "--new-session", "--hostname", "sandbox",
             *_system_binds(), "--proc", "/proc", "--dev", "/dev",
-            "--size", str(PRIVATE_TMP_BYTES), "--tmpfs", "/tmp"]
+            "--size", str(PRIVATE_TMP_BYTES), "--tmpfs", "/tmp", *_interpreter_binds()]
     if lent is not None:
         args += ["--ro-bind", str(lent), str(LENT)]
     if private is not None:

@@ -39,27 +39,6 @@ def _prctl(option: int, value: int) -> bool:
         return False  # not Linux: process groups are all we have
 
 
-def _children() -> list[int]:
-    """Our direct children (on Linux every orphaned descendant becomes one of them)."""
-    me, found = os.getpid(), []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == me and fields[0] != b"Z":
-            found.append(int(name))
-    return found
-
-
 def _parents() -> dict[int, int]:
     """pid -> parent pid, for every process this one may see."""
     found = {}
@@ -78,6 +57,12 @@ def _parents() -> dict[int, int]:
             if len(fields) > 1 and fields[0] != b"Z":
                 found[int(name)] = int(fields[1])
     return found
+
+
+def _children() -> list[int]:
+    """Our direct children (on Linux every orphaned descendant becomes one of them)."""
+    me = os.getpid()
+    return [pid for pid, parent in _parents().items() if parent == me]
 
 
 def _private_memory(pid: int) -> int:
