@@ -67,11 +67,28 @@ def _source_line(filename: str, lineno: int | None) -> str:
     return linecache.getline(filename, lineno).strip() if lineno else ""
 
 
+_COMPREHENSIONS = ("<listcomp>", "<setcomp>", "<dictcomp>")
+
+
+def _without_comprehensions(frames: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """Frames with a list, set or dict comprehension's own frame folded into the function around
+    it: Python 3.12 runs comprehensions inline (PEP 709), so every version then names the same
+    function for the same line."""
+    out = []
+    for frame in frames:
+        if frame[2] in _COMPREHENSIONS and out and out[-1][0] == frame[0]:
+            out[-1] = (frame[0], frame[1], out[-1][2])
+        else:
+            out.append(frame)
+    return out
+
+
 def describe_frames(frames: list[tuple[str, int, str]], fallback: bool = True, root: Path | None = None) -> list[str]:
     """Lines like "katas/x.py:42 in step: async with sem:", learner frames only when any.
 
     With no learner frame, the innermost frame is shown (or nothing, if not `fallback`).
     """
+    frames = _without_comprehensions(frames)
     mine = [f for f in frames if is_learner_file(f[0], root)]
     chosen = mine or (frames[-1:] if fallback else [])
     return [
