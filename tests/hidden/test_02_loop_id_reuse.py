@@ -463,7 +463,7 @@ def described(links: list[str]) -> str:
         else:
             kind = ("file", "files")
         kinds[kind] = kinds.get(kind, 0) + 1
-    parts = [f"{n} {kind[n != 1]}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1])]
+    parts = [f"{n} {kind[n != 1]}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
     if not parts:
         return ""
     return " (" + ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] + ")"
