@@ -134,11 +134,8 @@ class Jail:
                                      start_new_session=True, preexec_fn=_file_size_cap)
             try:
                 status = child.wait(timeout=timeout)
-            except BaseException:  # the deadline, or Ctrl-C: nothing it started stays behind
+            finally:  # ended, past the deadline or Ctrl-C: nothing it started stays behind
                 _kill_group(child)
-                raise
-            finally:
-                _kill_group(child)  # a process the code left running, outside a sandbox
             out.seek(0)
             err.seek(0)
             return Ran(status, out.read(OUTPUT_KEPT), err.read(OUTPUT_KEPT))
