@@ -30,13 +30,14 @@ def routed_queues(app) -> set:
 
 
 def commands(deploy_file) -> list:
-    """Every process command a default deploy of a Procfile or a compose file starts, as arguments."""
+    """Every process command a default deploy of a Procfile or a compose file starts: (arguments, environment)."""
     path = Path(deploy_file)
     text = path.read_text(encoding="utf-8")
     if path.suffix in (".yml", ".yaml"):
         services = (yaml.safe_load(text) or {}).get("services") or {}
         # a service behind `profiles` is not started by a plain `docker compose up`
-        found = [s.get("command") for s in services.values() if isinstance(s, dict) and not s.get("profiles")]
+        found = [(s.get("command"), environment(s.get("environment"))) for s in services.values()
+                 if isinstance(s, dict) and not s.get("profiles")]
     else:
         found, seen = [], {}
         for number, line in enumerate(text.splitlines(), 1):
@@ -48,11 +49,22 @@ def commands(deploy_file) -> list:
                 raise ValueError(f"{path.name} defines the process type {name!r} twice (lines {seen[name]} and "
                                  f"{number}): a platform runs only one of these commands")
             seen[name] = number
-            found.append(command)
-    return [shlex.split(c) if isinstance(c, str) else [str(a) for a in c] for c in found if c]
+            found.append((command, {}))
+    found = [(shlex.split(c) if isinstance(c, str) else [str(a) for a in c], env) for c, env in found if c]
+    for args, env in found:  # a shell runs a Procfile line: NAME=value before the command sets a variable
+        while args and re.fullmatch(r"[A-Za-z_]\w*=.*", args[0]):
+            env.update([args.pop(0).split("=", 1)])
+    return found
 
 
-def consumed_queues(args: list, app) -> set | None:
+def environment(value) -> dict:
+    """A compose service's `environment`: a mapping, or a list of NAME=value."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items() if v is not None}
+    return dict(str(item).split("=", 1) for item in value or [] if "=" in str(item))
+
+
+def consumed_queues(args: list, env: dict, app) -> set | None:
     """The queues a `celery ... worker` command consumes; None if it starts no worker (`celery beat`...)."""
     if "worker" not in args or not any(Path(a).name == "celery" for a in args[:args.index("worker")]):
         return None
@@ -64,6 +76,8 @@ def consumed_queues(args: list, app) -> set | None:
             value = arg.split("=", 1)[1]
         elif arg.startswith("-Q") and len(arg) > 2:
             value = arg[2:]
+    if value is None:  # Celery reads a missing option from CELERY_<COMMAND>_<OPTION>
+        value = env.get("CELERY_WORKER_QUEUES") or None
     if value is not None:
         return set(value.split(","))  # commas only, as Celery splits: "a, b" names 'a' and ' b'
     if app.conf.task_queues:  # no queue option: every queue the app declares...
@@ -74,6 +88,6 @@ def consumed_queues(args: list, app) -> set | None:
 def unconsumed_queues(app, deploy_file) -> set:
     """The queues `app` routes tasks to that no worker in `deploy_file` consumes."""
     consumed = set()
-    for args in commands(deploy_file):
-        consumed |= consumed_queues(args, app) or set()
+    for args, env in commands(deploy_file):
+        consumed |= consumed_queues(args, env, app) or set()
     return routed_queues(app) - consumed

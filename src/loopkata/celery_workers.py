@@ -142,15 +142,18 @@ def start(command: str | list, *, pythonpath: Path, env: dict, name: str = "work
 
 
 @contextlib.contextmanager
-def running(commands, *, pythonpath: Path, env: dict):
-    """Start every command's worker; stop them all on the way out, whatever happened."""
+def running(commands, *, pythonpath: Path, env: dict, own_env: list[dict] | None = None):
+    """Start every command's worker; stop them all on the way out, whatever happened.
+
+    `own_env`: per command, variables its deploy file gives that worker alone (added to `env`)."""
     workers: list[Worker] = []
     try:
         # One after another, each ready before the next starts: kombu's broker of files creates
         # an exchange's binding file empty and fills it afterwards, and a second worker binding
         # the same exchange at that moment reads nothing and exits (JSONDecodeError).
         for n, command in enumerate(commands):
-            workers.append(start(command, pythonpath=pythonpath, env=env, name=f"worker{n}"))
+            extra = own_env[n] if own_env else {}
+            workers.append(start(command, pythonpath=pythonpath, env={**env, **extra}, name=f"worker{n}"))
         yield workers
     finally:
         for worker in workers:

@@ -256,6 +256,34 @@ def test_the_guard_splits_the_queue_list_on_commas_only(kata, tmp_path):
            "'schema', 'insight' and ' celery', spaces included)")
 
 
+def test_the_guard_reads_a_queue_list_given_through_the_environment(kata, tmp_path):
+    """the guard reads CELERY_WORKER_QUEUES, which Celery takes for a missing -Q, and lets -Q win over it"""
+    compose = """
+        services:
+          worker:
+            command: celery -A reports.celery_app worker --loglevel=INFO
+            environment:
+              CELERY_WORKER_QUEUES: schema,insight,celery
+    """
+    expect(guard(kata, tmp_path, "docker-compose.yml", compose), set(),
+           "a compose file whose worker has no -Q and `environment: {CELERY_WORKER_QUEUES: schema,insight,celery}` "
+           "(Celery's command line reads a missing option from CELERY_<COMMAND>_<OPTION>: that worker consumes "
+           "all three)")
+    listed = compose.replace("CELERY_WORKER_QUEUES: schema,insight,celery", "- CELERY_WORKER_QUEUES=schema")
+    expect(guard(kata, tmp_path, "docker-compose.yml", listed), {"insight", "celery"},
+           "a compose file whose worker has no -Q and `environment: [CELERY_WORKER_QUEUES=schema]` (it consumes "
+           "'schema' only)")
+    prefixed = PROCFILE_WEB + "worker: CELERY_WORKER_QUEUES=schema,insight celery -A reports.celery_app worker\n"
+    expect(guard(kata, tmp_path, "Procfile", prefixed), {"celery"},
+           "a Procfile whose worker is `CELERY_WORKER_QUEUES=schema,insight celery -A reports.celery_app worker` "
+           "(a Procfile line runs in a shell: the variable is the worker's, and it consumes 'schema,insight')")
+    both = PROCFILE_WEB + "worker: CELERY_WORKER_QUEUES=schema,insight,celery celery -A reports.celery_app worker " \
+                          "-Q schema\n"
+    expect(guard(kata, tmp_path, "Procfile", both), {"insight", "celery"},
+           "a Procfile whose worker has both CELERY_WORKER_QUEUES=schema,insight,celery and -Q schema (the option "
+           "on the command line wins: it consumes 'schema' only)")
+
+
 # --- part 2: real workers from the deploy files -------------------------------
 
 def importable(kata, tmp_path) -> Path:
@@ -266,10 +294,21 @@ def importable(kata, tmp_path) -> Path:
     return where
 
 
-def worker_commands(deploy_file: Path) -> list:
+def worker_commands(deploy_file: Path) -> tuple[list[str], list[dict]]:
     """The commands of the Celery workers a default deploy of the file starts (a Procfile's lines, a
-    compose file's services, except those behind `profiles`, which a plain `docker compose up` leaves out)."""
-    return [shlex.join(c.args) for c in celery_routes.worker_commands(deploy_file)]
+    compose file's services, except those behind `profiles`, which a plain `docker compose up` leaves out),
+    and for each the CELERY_WORKER_* options its deploy file gives it through the environment (a compose
+    service's `environment`, a NAME=value before the command): Celery reads a missing option from them.
+    The broker and the rest of the environment are the test's own."""
+    found = celery_routes.worker_commands(deploy_file)
+    own = [{k: v for k, v in c.environment().items() if k.startswith("CELERY_WORKER_")} for c in found]
+    return [shlex.join(c.args) for c in found], own
+
+
+def shown_with_env(command: str, own: dict) -> str:
+    """`command`, with the options its environment gives it that the command line does not show."""
+    extra = " ".join(f"{k}={v}" for k, v in own.items() if f"{k}=" not in command)
+    return f"{extra} {command}" if extra else command
 
 
 def left_out(deploy_file: Path) -> str:
@@ -362,9 +401,10 @@ def defined_twice(procfile: Path) -> dict:
     return {name: found for name, found in lines.items() if len(found) > 1}
 
 
-def celery_queue_list(args: list) -> list:
-    """The queues a worker's -Q/--queues names as Celery reads it: the last such option, split on commas only."""
-    value = None
+def celery_queue_list(args: list, env: dict) -> list:
+    """The queues a worker's -Q/--queues names as Celery reads it: the last such option (else
+    CELERY_WORKER_QUEUES from its environment), split on commas only."""
+    value = env.get(celery_routes.QUEUES_VARIABLE) or None
     for i, arg in enumerate(args):
         if arg in ("-Q", "--queues") and i + 1 < len(args):
             value = args[i + 1]
@@ -379,7 +419,7 @@ def run_deploy(kata, tmp_path, broker, deploy: str) -> tuple[list[str], list[str
     """Start deploy's workers, send every kind of task; what went wrong, as sentences, and the tasks left PENDING."""
     app = app_of(kata)
     deploy_file = Path(kata.__file__).parent / deploy
-    commands = worker_commands(deploy_file)
+    commands, own_env = worker_commands(deploy_file)
     if not commands:
         return [f"{deploy} starts no Celery worker (no command running `celery ... worker`){left_out(deploy_file)}"], []
     # Read as the platform and Celery read them, before any worker starts: what these find
@@ -392,17 +432,17 @@ def run_deploy(kata, tmp_path, broker, deploy: str) -> tuple[list[str], list[str
                         f"({', '.join(f'`{c}`' for _, c in lines)})" for name, lines in twice.items())
             + ": honcho refuses such a file (process names must be unique), and a platform keeps one command per "
             "process type, so only one of those workers would run; the test started none of them"], []
-    for command in commands:
-        spaced = sorted(q for q in celery_queue_list(shlex.split(command)) if q != q.strip())
+    for command, own in zip(commands, own_env):
+        spaced = sorted(q for q in celery_queue_list(shlex.split(command), own) if q != q.strip())
         if spaced:
             return [(
-                f"expected the queues of {deploy}'s worker `{command}` to be queues the app routes to, but Celery "
+                f"expected the queues of {deploy}'s worker `{shown_with_env(command, own)}` to be queues the app routes to, but Celery "
                 f"splits -Q on commas only, so it consumes {' and '.join(repr(q) for q in spaced)}, spaces included, "
                 f"where nothing is ever sent (the app sends to {' and '.join(repr(q.strip()) for q in spaced)}): "
                 "on Redis such a worker starts and waits in silence, on the broker of files it exits with 'Invalid "
                 "exchange name'; the test started no worker")], []
     purge(app)
-    with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}) as workers, \
+    with celery_workers.running(commands, pythonpath=importable(kata, tmp_path), env={}, own_env=own_env) as workers, \
             published() as went:
         sent = {name: app.send_task(name, args=args).id for name, args in TASKS.items()}
         said = [w.queues() for w in workers]
@@ -419,7 +459,7 @@ def run_deploy(kata, tmp_path, broker, deploy: str) -> tuple[list[str], list[str
     if pending:
         queues = stranded(broker)
         waiting = ", ".join(f"queue '{q}': {n} message{'s' if n > 1 else ''}" for q, n in sorted(queues.items()))
-        shown = "; ".join(f"`{c if isinstance(c, str) else ' '.join(c)}`" for c in commands)
+        shown = "; ".join(f"`{shown_with_env(c, own)}`" for c, own in zip(commands, own_env))
         problems.append(
             f"expected every kind of task to complete within {DONE_WITHIN:g} s under {deploy}'s worker(s) ({shown}, "
             "started as real Celery workers, one task of each kind sent to them by name), "

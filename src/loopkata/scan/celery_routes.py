@@ -22,6 +22,10 @@ import yaml
 from . import bounded_yaml
 
 DEFAULT_QUEUE = "celery"  # Celery's own default for task_default_queue
+# Celery's command line reads an option it is not given from CELERY_<COMMAND>_<OPTION>
+# (click's auto_envvar_prefix="CELERY"): CELERY_WORKER_QUEUES=a,b is -Q a,b.
+QUEUES_VARIABLE = "CELERY_WORKER_QUEUES"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,17 @@ class Command:
     line: int
     profiles: tuple[str, ...] = ()
     service: str = ""
+    env: tuple[tuple[str, str], ...] = ()  # variables the deploy file sets for it (compose `environment`)
+
+    def environment(self) -> dict[str, str]:
+        """What the process is started with: its deploy file's variables, then any `NAME=value` before the command."""
+        found = dict(self.env)
+        for arg in self.args:
+            name, sep, value = arg.partition("=")
+            if not (sep and _ENV_NAME.fullmatch(name)):
+                break
+            found[name] = value
+        return found
 
     @property
     def started_by_default(self) -> bool:
@@ -62,8 +77,11 @@ def celery_args(command: str | list) -> list[str] | None:
     return None
 
 
-def consumed_queues(command: str | list, default_queue: str = DEFAULT_QUEUE) -> set[str] | None:
-    """The queues a `celery ... worker` command consumes; None if it is not a Celery worker."""
+def consumed_queues(command: str | list, default_queue: str = DEFAULT_QUEUE,
+                    env: dict | None = None) -> set[str] | None:
+    """The queues a `celery ... worker` command consumes; None if it is not a Celery worker.
+
+    `env`: the variables it is started with (CELERY_WORKER_QUEUES stands for a missing -Q)."""
     args = celery_args(command)
     if args is None:
         return None
@@ -77,6 +95,8 @@ def consumed_queues(command: str | list, default_queue: str = DEFAULT_QUEUE) -> 
         else:
             continue
         return {q.strip() for q in value.split(",") if q.strip()}
+    if (env or {}).get(QUEUES_VARIABLE):
+        return {q.strip() for q in env[QUEUES_VARIABLE].split(",") if q.strip()}
     return {default_queue}  # no queue option: the default queue only
 
 
@@ -149,6 +169,16 @@ def _mapping(node) -> dict:
     return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
 
 
+def _compose_env(value) -> tuple[tuple[str, str], ...]:
+    """A compose service's `environment`: a mapping, or a list of NAME=value (a bare NAME passes the host's on)."""
+    if isinstance(value, dict):
+        return tuple((str(k), "" if v is None else str(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple((str(item).partition("=")[0], str(item).partition("=")[2]) for item in value
+                     if "=" in str(item))
+    return ()
+
+
 def _yaml(text: str) -> list[Command]:
     """Compose services' commands, and every container's command + args in Kubernetes manifests."""
     found = []
@@ -163,7 +193,7 @@ def _yaml(text: str) -> list[Command]:
             profiles = tuple(str(p) for p in (profiles if isinstance(profiles, list) else [profiles]))
             if args:
                 found.append(Command(tuple(args), (node or fields["entrypoint"]).start_mark.line + 1,
-                                     profiles, str(name)))
+                                     profiles, str(name), _compose_env(_plain(fields.get("environment")))))
         stack = [document] if "kind" in top else []
         while stack:  # Kubernetes: containers may sit at any depth (Deployment, CronJob, Pod...)
             node = stack.pop()
@@ -204,7 +234,7 @@ def commands(deploy_file: str | Path, text: str | None = None) -> list[Command]:
         raw = _systemd(text)
     else:
         raw = _procfile(text)
-    return [Command(tuple(args), c.line, c.profiles, c.service) for c in raw for args in _unwrap(list(c.args))]
+    return [Command(tuple(args), c.line, c.profiles, c.service, c.env) for c in raw for args in _unwrap(list(c.args))]
 
 
 def worker_commands(deploy_file: str | Path, *, dormant: bool = False, text: str | None = None) -> list[Command]:
@@ -323,5 +353,5 @@ def consumed_by_file(deploy_file: str | Path, default_queue: str = DEFAULT_QUEUE
     dormant = [c for c in workers if not c.started_by_default]
     consumed = set()
     for worker in started:
-        consumed |= consumed_queues(list(worker.args), default_queue) or set()
+        consumed |= consumed_queues(list(worker.args), default_queue, worker.environment()) or set()
     return consumed, dormant + started

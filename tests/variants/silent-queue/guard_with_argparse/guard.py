@@ -1,5 +1,6 @@
 """The deploy guard: every queue the app routes to must have a worker in each deploy file."""
 import argparse
+import itertools
 import re
 import shlex
 from pathlib import Path
@@ -8,21 +9,24 @@ import yaml
 
 _options = argparse.ArgumentParser(add_help=False)
 _options.add_argument("-Q", "--queues", default=None)
+_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 
 
 def _worker_args(deploy_file):
     path = Path(deploy_file)
     if path.suffix in (".yml", ".yaml"):
         services = yaml.safe_load(path.read_text()).get("services", {})
-        raw = [svc.get("command") for svc in services.values()
+        raw = [(svc.get("command"), svc.get("environment") or {}) for svc in services.values()
                if svc and svc.get("command") and not svc.get("profiles")]  # `docker compose up` skips profiles
     else:
         # One command per process type, as a platform reads it: a later line replaces an earlier one.
-        raw = list(dict(re.findall(r"^([\w-]+):\s*(.+)$", path.read_text(), re.MULTILINE)).values())
-    for command in raw:
+        raw = [(c, {}) for c in dict(re.findall(r"^([\w-]+):\s*(.+)$", path.read_text(), re.MULTILINE)).values()]
+    for command, env in raw:
+        env = dict(e.split("=", 1) for e in env if "=" in e) if isinstance(env, list) else dict(env)
         args = shlex.split(command) if isinstance(command, str) else list(map(str, command))
+        env |= dict(a.split("=", 1) for a in itertools.takewhile(_ASSIGNMENT.match, args))  # NAME=value cmd
         if "worker" in args and any(a.endswith("celery") for a in args):
-            yield args[args.index("worker") + 1:]
+            yield args[args.index("worker") + 1:], env
 
 
 def _routed(app):
@@ -36,7 +40,8 @@ def unconsumed_queues(app, deploy_file) -> set:
     default = app.conf.task_default_queue
     wanted = {default} | set(_routed(app))
     have = set()
-    for args in _worker_args(deploy_file):
+    for args, env in _worker_args(deploy_file):
         parsed, _ = _options.parse_known_args(args)
-        have |= set(parsed.queues.split(",")) if parsed.queues else {default}
+        queues = parsed.queues or env.get("CELERY_WORKER_QUEUES")  # Celery reads a missing -Q from there
+        have |= set(queues.split(",")) if queues else {default}
     return wanted - have

@@ -1,0 +1,79 @@
+"""The deploy guard: CI runs it on every deploy file and fails the build if a queue has no consumer.
+
+A task routed to a queue that no worker consumes is accepted, gets a job id,
+and is never run; nothing logs anything. This guard reads every Celery worker
+a deploy file starts and the app's routes, and names the queues left without one.
+"""
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+
+# A Procfile line as honcho and foreman read it: "name: command". Anything else, a comment
+# ("#worker: ...") included, starts nothing.
+PROCFILE_LINE = re.compile(r"^([A-Za-z0-9_-]+):\s*(.+)$")
+
+
+def routed_queues(app) -> set:
+    """Every queue the app sends tasks to: its routes' queues and its default queue."""
+    routes = app.conf.task_routes or {}
+    tables = routes if isinstance(routes, (list, tuple)) else [routes]  # one table, or a list of routers
+    queues = {app.conf.task_default_queue}  # where every task no route matches goes
+    for table in tables:
+        for route in (table.values() if isinstance(table, dict) else []):
+            queue = route.get("queue") if isinstance(route, dict) else route  # {"queue": q}, or q alone
+            queue = getattr(queue, "name", queue)  # a kombu Queue
+            if isinstance(queue, str):
+                queues.add(queue)
+    return queues
+
+
+def commands(deploy_file) -> list:
+    """Every process command a default deploy of a Procfile or a compose file starts, as arguments."""
+    path = Path(deploy_file)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yml", ".yaml"):
+        services = (yaml.safe_load(text) or {}).get("services") or {}
+        # a service behind `profiles` is not started by a plain `docker compose up`
+        found = [s.get("command") for s in services.values() if isinstance(s, dict) and not s.get("profiles")]
+    else:
+        found, seen = [], {}
+        for number, line in enumerate(text.splitlines(), 1):
+            match = PROCFILE_LINE.match(line)
+            if not match:
+                continue
+            name, command = match.groups()
+            if name in seen:  # honcho refuses the file; a platform keeps one of the two commands
+                raise ValueError(f"{path.name} defines the process type {name!r} twice (lines {seen[name]} and "
+                                 f"{number}): a platform runs only one of these commands")
+            seen[name] = number
+            found.append(command)
+    return [shlex.split(c) if isinstance(c, str) else [str(a) for a in c] for c in found if c]
+
+
+def consumed_queues(args: list, app) -> set | None:
+    """The queues a `celery ... worker` command consumes; None if it starts no worker (`celery beat`...)."""
+    if "worker" not in args or not any(Path(a).name == "celery" for a in args[:args.index("worker")]):
+        return None
+    value = None
+    for i, arg in enumerate(args):  # the last queue option counts, as in Celery's parser
+        if arg in ("-Q", "--queues") and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--queues="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-Q") and len(arg) > 2:
+            value = arg[2:]
+    if value is not None:
+        return set(value.split(","))  # commas only, as Celery splits: "a, b" names 'a' and ' b'
+    if app.conf.task_queues:  # no queue option: every queue the app declares...
+        return {q.name for q in app.conf.task_queues}
+    return {app.conf.task_default_queue}  # ...or else its default queue only
+
+
+def unconsumed_queues(app, deploy_file) -> set:
+    """The queues `app` routes tasks to that no worker in `deploy_file` consumes."""
+    consumed = set()
+    for args in commands(deploy_file):
+        consumed |= consumed_queues(args, app) or set()
+    return routed_queues(app) - consumed
