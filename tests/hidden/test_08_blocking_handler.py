@@ -392,6 +392,26 @@ def test_a_request_whose_handler_raises_gets_a_completion_line(kata):
     )
 
 
+def test_a_health_check_is_logged_like_every_request(kata):
+    """a liveness probe's GET /health gets an arrival line and a completion line, like every other request"""
+    rid = request_id("probe")
+    with ModelAPI() as model, AccessLines() as log:
+        app = part(kata, "app").create_app(model.url)
+        with served(app) as server:
+            with httpx.Client(timeout=hang_after() + 2, verify=NO_TLS) as client:
+                answer = client.get(f"{server.url}/health", headers={"X-Request-ID": rid})
+            mine = wait_for_line(log, rid, "200", LINE_WITHIN)  # at once when the line is written at all
+    how = f"one GET /health with X-Request-ID: {rid}, as a liveness probe sends it, {HOW}"
+    assert answer.status_code == 200, f"expected GET /health to answer 200, got {answer.status_code} ({how})"
+    arrived = [line for line in mine if not AccessLines.statuses(line)]
+    ended = [line for line in mine if "200" in AccessLines.statuses(line)]
+    assert arrived and ended, (
+        "expected an arrival line and a completion line naming status 200 for the health check, but the access "
+        f"log had {shown(mine)} for it: the probes are the pod's heartbeat in its log, and the last one that "
+        f"completed dates the moment its event loop stopped answering ({how})"
+    )
+
+
 def test_every_async_endpoint_is_reviewed(kata):
     """every async def endpoint of the app, included routers too, is on the reviewed list"""
     app_module = part(kata, "app")
