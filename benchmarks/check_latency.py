@@ -8,12 +8,18 @@ time to a hang verdict for a check whose only test deadlocks.
 
     .venv/bin/python benchmarks/check_latency.py [--runs N] [--no-decoys] [--kata ID]
 
+Each run also writes its figures to benchmarks/check_latency.json (a run of one
+kata replaces only that kata's), from which `python -m loopkata.tables --write`
+makes the README's table: the table cannot say more than was measured.
+
 Targets on a 2-core machine: every failing check at most 2.0 s, every passing
 check at most 1.5 s; for a kata that needs a database server or Celery workers,
 which each check starts for itself, 5.0 s and 4.0 s, start-up included. Rows over their
 target are marked "over".
 """
 import argparse
+import datetime
+import json
 import os
 import statistics
 import subprocess
@@ -26,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from loopkata import catalogue  # noqa: E402
+
+RECORD = ROOT / "benchmarks" / "check_latency.json"
 
 DEADLOCK = '''
 import asyncio
@@ -94,12 +102,13 @@ def main() -> None:
     loopkata = [sys.executable, "-m", "loopkata", "check"]
     print(f"median wall time of `loopkata check` over {args.runs} runs, {os.cpu_count()} cores, "
           f"Python {sys.version.split()[0]}; xN = times the reference's passing check\n")
-    over = 0
+    over, measured = 0, {}
     for k in catalogue.load():
         if args.kata and args.kata not in (k.id, str(k.number)):
             continue
         solution = median_of(args.runs, [*loopkata, k.id, "--impl", str(k.solution_path)], env)
         pass_target, fail_target = targets(k)
+        record = measured[k.id] = {"reference": solution, "decoys": {}, "variants": {}}
         print(f"{k.label} ({','.join(k.services) or 'stdlib'})")
         print(row("reference solution (passes)", solution, solution, pass_target, "passed"))
         failing = [("starter", k.kata_path, "+".join(s.verdict for s in k.symptoms))]
@@ -108,14 +117,36 @@ def main() -> None:
         for label, impl, verdict in failing:
             seconds = median_of(args.runs, [*loopkata, k.id, "--impl", str(impl)], env)
             print(row(label, seconds, solution, fail_target, verdict))
+            if label == "starter":
+                record["starter"] = seconds
+            else:
+                record["decoys"][impl.stem] = seconds
             over += seconds > fail_target
         over += solution > pass_target
         for v in [] if args.no_decoys else k.variants:
             seconds = median_of(args.runs, [*loopkata, k.id, "--impl", str(v)], env)
             print(row(f"variant {v.stem} (passes)", seconds, solution, pass_target, "passed"))
+            record["variants"][v.stem] = seconds
             over += seconds > pass_target
-    print(f"\n{'hang verdict (hang_after 1.0 s)':<42} {hang_verdict_seconds(args.runs):>7.2f}s")
+    hang = hang_verdict_seconds(args.runs)
+    print(f"\n{'hang verdict (hang_after 1.0 s)':<42} {hang:>7.2f}s")
     print(f"{over} check(s) over target")
+    write_record(measured, hang, args.runs)
+
+
+def write_record(measured: dict, hang: float, runs: int) -> None:
+    """Merge this run's figures into the record the README's table is made from."""
+    try:
+        record = json.loads(RECORD.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {"katas": {}}
+    for kata_id, figures in measured.items():
+        figures["measured"] = {"date": datetime.date.today().isoformat(), "runs": runs, "cores": os.cpu_count(),
+                               "python": sys.version.split()[0]}
+        record["katas"][kata_id] = figures
+    record["hang_verdict"] = hang
+    RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"figures written to {RECORD.relative_to(ROOT)}; `python -m loopkata.tables --write` puts them in the README")
 
 
 if __name__ == "__main__":

@@ -6,17 +6,50 @@ rewrites them; tests/test_setup.py fails when one is stale, so the docs cannot d
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
 
 from . import catalogue, effort
 
+LATENCY_RECORD = "benchmarks/check_latency.json"  # written by benchmarks/check_latency.py (make bench)
+
+
+def latency_table() -> str:
+    """The README's check-latency table, from the figures benchmarks/check_latency.py recorded."""
+    path = catalogue.project_root() / LATENCY_RECORD
+    try:
+        measured = json.loads(path.read_text(encoding="utf-8")).get("katas", {})
+    except (OSError, ValueError):
+        measured = {}
+
+    def slowest(times: dict) -> str:
+        if not times:
+            return "none"
+        name = max(times, key=times.get)
+        return f"{times[name]:.2f} s ({name.replace('_', ' ')})"
+
+    rows = ["| kata | reference (passes) | starter (fails) | slowest decoy (fails) | slowest variant (passes) | measured |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    for k in catalogue.load():
+        got = measured.get(k.id)
+        if not got:
+            rows.append(f"| {k.number:02d} `{k.id}` | not measured yet (`make bench`) | | | | |")
+            continue
+        when = got.get("measured", {})
+        rows.append(f"| {k.number:02d} `{k.id}` | {got['reference']:.2f} s | {got['starter']:.2f} s | "
+                    f"{slowest(got.get('decoys', {}))} | {slowest(got.get('variants', {}))} | "
+                    f"{when.get('date', '?')}, median of {when.get('runs', '?')}, {when.get('cores', '?')} cores, "
+                    f"Python {when.get('python', '?')} |")
+    return "\n".join(rows)
+
 # (file, marker name, what makes the table)
 BLOCKS = (
     ("README.md", "kata-table", catalogue.markdown_table),
     ("docs/workshop.md", "wrong-fixes", catalogue.wrong_fixes_table),
     ("docs/workshop.md", "solve-times", effort.guide_table),
+    ("README.md", "check-latency", latency_table),
 )
 
 
