@@ -17,7 +17,7 @@ STAMP := $(VENV)/.installed
 WHEELHOUSE ?= wheelhouse
 OFFLINE := $(if $(wildcard $(WHEELHOUSE)/*.whl),--no-index --find-links $(WHEELHOUSE))
 
-.PHONY: lab test browser notebooks bench clean-venv wheelhouse
+.PHONY: lab test browser screenshot notebooks bench clean-venv wheelhouse
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@$(PY) -c 'pass' >/dev/null 2>&1 || { \
@@ -48,6 +48,10 @@ test: $(STAMP)
 # Only the browser stage: every notebook run in JupyterLab in headless Chromium.
 browser: $(STAMP)
 	$(BIN)/pytest tests/browser
+
+# The README's screenshot (docs/screenshot.png), taken by the browser stage's learner loop.
+screenshot: $(STAMP)
+	LOOPKATA_README_SCREENSHOT=1 $(BIN)/pytest tests/browser -k panel_turns_green
 
 # Re-execute every notebook in place, storing outputs and widget state.
 notebooks: $(STAMP)

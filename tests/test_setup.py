@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import tables
+from loopkata import readme_screenshot, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,4 +113,15 @@ def test_make_refuses_an_old_interpreter_naming_its_version(tmp_path):
     said = _make_install(tmp_path, str(old))
     assert "needs Python 3.11 or newer" in said and old.parent.parent.name in said, (
         f"expected the needed and the found version ({old.parent.parent.name}), got:\n{said}"
+    )
+
+
+def test_the_readme_screenshot_shows_todays_check_panel():
+    """the README's screenshot shows kata 01's panel with as many tests as kata 01 has today"""
+    shown = readme_screenshot.stored_headline(ROOT / readme_screenshot.PATH)
+    expected = readme_screenshot.expected_headline()
+    assert shown == expected, (
+        f"expected {readme_screenshot.PATH} to show the panel saying {expected!r}, but it "
+        + (f"shows {shown!r}" if shown else "carries no headline (it was not taken by `make screenshot`)")
+        + ": run `make screenshot` to take it again"
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from loopkata import catalogue
+from loopkata import catalogue, readme_screenshot
 
 ROOT = Path(__file__).resolve().parents[2]
 KATAS = catalogue.load(ROOT)
@@ -335,14 +335,17 @@ def test_learner_fixes_the_kata_and_the_panel_turns_green(runs, lab, hidden_test
         _expect(run.cell(index).locator(".loopkata-panel .loopkata-row.loopkata-passed")).to_have_count(expected)
         run.cell(index).get_by_role("button", name="Show the reference fix").click()
         _expect(run.cell(index).locator(".loopkata-panel")).to_contain_text(f"solutions/{kata.path}")
+        solved = headline.inner_text().strip()
     finally:
-        run.screenshot(f"{run.stem}-solved", focus=run.cell(index - 1))  # the "your turn" text, the cell, the panel
+        shot = run.screenshot(f"{run.stem}-solved", focus=run.cell(index - 1))  # "your turn", the cell, the panel
         if target.is_dir():
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
         shutil.move(backup, target)
         timings[f"learner loop ({kata.id})"] = time.monotonic() - started
+    if os.environ.get("LOOPKATA_README_SCREENSHOT") and shot is not None:  # `make screenshot`
+        readme_screenshot.write(shot, ROOT / readme_screenshot.PATH, solved)
 
 
 def test_a_kata_file_opens_from_a_notebook_link_and_an_edit_is_saved(lab, browser):
