@@ -49,7 +49,7 @@ def commands(deploy_file) -> list:
                 raise ValueError(f"{path.name} defines the process type {name!r} twice (lines {seen[name]} and "
                                  f"{number}): a platform runs only one of these commands")
             seen[name] = number
-            found.append((command, {}))
+            found.append((shlex.split(command, comments=True), {}))  # run by a shell: `#` starts a comment
     found = [(shlex.split(c) if isinstance(c, str) else [str(a) for a in c], env) for c, env in found if c]
     for args, env in found:  # a shell runs a Procfile line: NAME=value before the command sets a variable
         while args and re.fullmatch(r"[A-Za-z_]\w*=.*", args[0]):
@@ -68,21 +68,29 @@ def consumed_queues(args: list, env: dict, app) -> set | None:
     """The queues a `celery ... worker` command consumes; None if it starts no worker (`celery beat`...)."""
     if "worker" not in args or not any(Path(a).name == "celery" for a in args[:args.index("worker")]):
         return None
-    value = None
-    for i, arg in enumerate(args):  # the last queue option counts, as in Celery's parser
-        if arg in ("-Q", "--queues") and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith("--queues="):
-            value = arg.split("=", 1)[1]
-        elif arg.startswith("-Q") and len(arg) > 2:
-            value = arg[2:]
+    value = option(args, "-Q", "--queues")
     if value is None:  # Celery reads a missing option from CELERY_<COMMAND>_<OPTION>
         value = env.get("CELERY_WORKER_QUEUES") or None
+    excluded = option(args, "-X", "--exclude-queues") or env.get("CELERY_WORKER_EXCLUDE_QUEUES") or ""
+    excluded = set(excluded.split(",")) if excluded else set()
     if value is not None:
-        return set(value.split(","))  # commas only, as Celery splits: "a, b" names 'a' and ' b'
+        return set(value.split(",")) - excluded  # commas only, as Celery splits: "a, b" names 'a' and ' b'
     if app.conf.task_queues:  # no queue option: every queue the app declares...
-        return {q.name for q in app.conf.task_queues}
-    return {app.conf.task_default_queue}  # ...or else its default queue only
+        return {q.name for q in app.conf.task_queues} - excluded
+    return {app.conf.task_default_queue} - excluded  # ...or else its default queue only
+
+
+def option(args: list, short: str, long: str) -> str | None:
+    """The value of a worker option (-Q a,b, -Qa,b, --queues=a,b, --queues a,b); the last one counts, as in Celery."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg in (short, long) and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(long + "="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith(short) and len(arg) > 2:
+            value = arg[2:]
+    return value
 
 
 def unconsumed_queues(app, deploy_file) -> set:

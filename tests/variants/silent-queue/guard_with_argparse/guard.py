@@ -9,6 +9,7 @@ import yaml
 
 _options = argparse.ArgumentParser(add_help=False)
 _options.add_argument("-Q", "--queues", default=None)
+_options.add_argument("-X", "--exclude-queues", default="")
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 
 
@@ -23,7 +24,7 @@ def _worker_args(deploy_file):
         raw = [(c, {}) for c in dict(re.findall(r"^([\w-]+):\s*(.+)$", path.read_text(), re.MULTILINE)).values()]
     for command, env in raw:
         env = dict(e.split("=", 1) for e in env if "=" in e) if isinstance(env, list) else dict(env)
-        args = shlex.split(command) if isinstance(command, str) else list(map(str, command))
+        args = shlex.split(command, comments=True) if isinstance(command, str) else list(map(str, command))
         env |= dict(a.split("=", 1) for a in itertools.takewhile(_ASSIGNMENT.match, args))  # NAME=value cmd
         if "worker" in args and any(a.endswith("celery") for a in args):
             yield args[args.index("worker") + 1:], env
@@ -43,5 +44,7 @@ def unconsumed_queues(app, deploy_file) -> set:
     for args, env in _worker_args(deploy_file):
         parsed, _ = _options.parse_known_args(args)
         queues = parsed.queues or env.get("CELERY_WORKER_QUEUES")  # Celery reads a missing -Q from there
-        have |= set(queues.split(",")) if queues else {default}
+        declared = {q.name for q in app.conf.task_queues or ()} or {default}  # what a worker with no -Q reads
+        excluded = set(filter(None, parsed.exclude_queues.split(",")))
+        have |= (set(queues.split(",")) if queues else declared) - excluded
     return wanted - have
