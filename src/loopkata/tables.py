@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from . import catalogue, effort
+from . import catalogue, effort, scan
 
 LATENCY_RECORD = "benchmarks/check_latency.json"  # written by benchmarks/check_latency.py (make bench)
 
@@ -44,9 +44,35 @@ def latency_table() -> str:
                     f"Python {when.get('python', '?')} |")
     return "\n".join(rows)
 
+
+def scan_rules() -> str:
+    """The README's paragraph and table of `loopkata scan`'s rules, made from `scan.RULES` and the catalogue."""
+    katas = {k.number: k for k in catalogue.load()}
+    numbers = sorted(int(rule[2:]) for rule in scan.RULES)
+    untaught = [n for n in sorted(katas) if n not in numbers]
+    covered = f"katas {numbers[0]:02d} to {numbers[-1]:02d}" if numbers == list(range(numbers[0], numbers[-1] + 1)) \
+        else "katas " + ", ".join(f"{n:02d}" for n in numbers)
+    rows = [
+        "Every notebook ends with \"keeping it out\". `loopkata scan` runs those checks on your repository: "
+        f"a rule for each of {covered} (`{min(scan.RULES)}` to `{max(scan.RULES)}`"
+        + (f"; {'kata' if len(untaught) == 1 else 'katas'} {', '.join(f'{n:02d}' for n in untaught)} "
+           f"{'has' if len(untaught) == 1 else 'have'} none yet" if untaught else "")
+        + "), each finding with its rule, `file:line`, one sentence and the notebook that teaches it.",
+        "",
+        "| rule | finds | taught in |",
+        "| --- | --- | --- |",
+    ]
+    for rule, finds in scan.RULES.items():
+        kata = katas.get(int(rule[2:]))
+        taught = f"[{kata.number:02d} · {kata.title}](notebooks/{kata.notebook})" if kata else rule[2:]
+        rows.append(f"| `{rule}` | {finds} | {taught} |")
+    return "\n".join(rows)
+
+
 # (file, marker name, what makes the table)
 BLOCKS = (
     ("README.md", "kata-table", catalogue.markdown_table),
+    ("README.md", "scan-rules", scan_rules),
     ("docs/workshop.md", "wrong-fixes", catalogue.wrong_fixes_table),
     ("docs/workshop.md", "solve-times", effort.guide_table),
     ("README.md", "check-latency", latency_table),

@@ -5,8 +5,12 @@ one sentence and that notebook. Modules:
 
 - `python_rules`: the rules that read Python source (LK01-LK06);
 - `ruff_rules`: ruff's RUF006 (as LK04) and ASYNC rules (as LK05), run for real;
-- `celery_routes`: Celery workers in deploy files and the queues they consume (LK07);
+- `celery_routes`: Celery workers in deploy files (and the shell scripts they run) and the queues they consume (LK07);
+- `blocking_rules`: synchronous clients called in async routes, access lines written late (LK08);
+- `stream_rules`: a timeout that cancels a step of an async generator (LK09);
+- `logging_rules`: gathered exceptions logged without their traceback (LK10);
 - `files`: which files are read, each within a size limit;
+- `newer_syntax`: modules in a newer Python's syntax, parsed by the newest Python on the machine;
 - `bounded_yaml`: deploy files' YAML, with a bound on what its aliases expand to;
 - `command`: the command line and its exit status;
 - `output`: text, JSON and SARIF 2.1.0.
@@ -17,21 +21,40 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import celery_routes, files, python_rules, ruff_rules
+from . import blocking_rules, celery_routes, files, logging_rules, newer_syntax, python_rules, ruff_rules, stream_rules
 
-RULES = {  # id -> what it finds; rule LKnn is taught by kata nn
-    "LK01": "a loop-bound asyncio object (Lock, Semaphore, Event, Queue...) that outlives its event loop",
-    "LK02": "id() or hash() of an event loop, compared or used as a key",
-    "LK03": "a mapping keyed by an event loop whose values are bound to that loop",
-    "LK04": "a task whose only reference is dropped",
-    "LK05": "a thread lock taken again by the thread that holds it, or a blocking call in async def",
-    "LK06": "a pooled client created once at import and used from several event loops",
-    "LK07": "a Celery queue that tasks are routed to and no worker consumes",
+RULES = {  # id -> what it finds; rule LKnn is taught by kata nn. The README's table is made from these.
+    "LK01": "an asyncio `Lock`, `Semaphore`, `Event`, `Condition`, `Queue` or `Barrier` that outlives its event "
+            "loop: created at import, as a class attribute, returned by an `lru_cache` function, stored per key in a "
+            "module-level dict (or a `defaultdict(asyncio.Lock)`), or created by the `__init__` (or dataclass "
+            "`__post_init__`) of an object kept in one of those",
+    "LK02": "`id()` or `hash()` of an event loop, compared or used as a key (alone, in a tuple or in an f-string)",
+    "LK03": "a mapping keyed by an event loop (or its `id()`) whose values are bound to that loop (an asyncio "
+            "primitive, a pooled client, what a factory handed in makes) and that never lets them go",
+    "LK04": "a task nobody keeps: ruff's `RUF006`, a task kept only in a local (a done callback is not a "
+            "reference), and tasks created in the list passed to `asyncio.wait` whose pending set is dropped",
+    "LK05": "a `threading.Lock` taken again by the thread that holds it, through the module's own functions or a "
+            "class's own methods and properties (`self._lock`); and ruff's `ASYNC` rules for blocking calls in "
+            "`async def`",
+    "LK06": "`create_async_engine`, `aiohttp.ClientSession`, `asyncpg.create_pool` or `httpx.AsyncClient` created at "
+            "import, as a class attribute, by an `lru_cache` function or by the `__init__` of an object kept there, "
+            "in a package (or a folder of modules) that also starts event loops of its own (`asyncio.run`)",
+    "LK07": "a Celery queue that `task_routes` sends tasks to and that no worker consumes, read from Procfiles, "
+            "compose files, Kubernetes manifests, systemd units and the shell scripts they run",
+    "LK08": "an `async def` route that calls a synchronous client (a `def` of the project that reaches requests, "
+            "`httpx.Client`, `time.sleep`...) on the event loop, and an HTTP middleware that writes its access line "
+            "only after `await call_next(...)`",
+    "LK09": "`asyncio.wait_for` or `asyncio.timeout` around one step of an async generator (`anext(gen)`, "
+            "`gen.__anext__()`, `asend`) in a loop that sends something on timeout: the timeout closes the generator",
+    "LK10": "an exception that `gather(..., return_exceptions=True)` handed back, reported at WARNING or above "
+            "without `exc_info` (its type's name or its text only), or with `log.exception()` outside an `except` "
+            "block, where it attaches nothing",
 }
 IGNORE = re.compile(r"#\s*loopkata:\s*ignore(?:\[(?P<rules>[A-Z0-9,\s]+)\])?")
 
@@ -76,10 +99,12 @@ def rule_ids(spec: str | None) -> set[str] | None:
 
 
 def _package_root(path: Path) -> Path:
-    """The top of the package a module belongs to (the module itself when it is in none)."""
+    """The top of the package a module belongs to: the folder of its outermost `__init__.py`;
+    for a module in a folder without one (a namespace package, an app's folder of modules),
+    that folder, whose modules import each other as one package does."""
     folder = path.parent
     if not (folder / "__init__.py").exists():
-        return path
+        return folder
     while (folder.parent / "__init__.py").exists():
         folder = folder.parent
     return folder
@@ -101,17 +126,36 @@ def _exhausted(exc: BaseException) -> str:
     return "MemoryError: too large to analyse in memory"
 
 
+class NewerSyntax(SyntaxError):
+    """Python could not parse the module: maybe it is written for a newer Python."""
+
+
 def _parse(path: Path, text: str) -> tuple[ast.Module | None, str]:
-    """The module and "", or None and the warning line that says why it could not be parsed."""
+    """The module and "", or None and the warning line that says why it could not be parsed.
+    A syntax error raises NewerSyntax: the newest Python on the machine may read it."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)  # invalid escapes in old code: not ours to report
             return ast.parse(text, filename=str(path)), ""
-    except (SyntaxError, ValueError) as exc:  # ValueError: a null byte
-        where = f":{exc.lineno}" if getattr(exc, "lineno", None) else ""
-        return None, f"{path}{where}: not parsed, so not scanned ({getattr(exc, 'msg', exc)})"
+    except SyntaxError as exc:
+        raise NewerSyntax(exc.msg, (str(path), exc.lineno, exc.offset, exc.text)) from exc
+    except ValueError as exc:  # a null byte
+        return None, f"{path}: not parsed, so not scanned ({exc})"
     except (RecursionError, MemoryError) as exc:  # x = 1 + 1 + ... with thousands of terms
         return None, f"{path}: not parsed, so not scanned ({_exhausted(exc)})"
+
+
+def _parse_newer(retry: dict[Path, tuple[str, NewerSyntax]], modules: dict, report: "Report") -> None:
+    """Modules this Python could not parse, read by the newest Python on the machine; one warning
+    for each that it cannot read either, with both reasons."""
+    parsed, problems = newer_syntax.parse({path: text for path, (text, _) in retry.items()})
+    modules.update(parsed)
+    for path, (_, exc) in retry.items():
+        if path in problems:
+            where = f":{exc.lineno}" if exc.lineno else ""
+            python = ".".join(map(str, sys.version_info[:2]))
+            report.warnings.append(f"{path}{where}: not parsed, so not scanned ({exc.msg} on Python {python}; "
+                                   f"{problems[path]})")
 
 
 def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[str] | None = None) -> Report:
@@ -127,6 +171,7 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
     sources: dict[Path, list[str]] = {}
     modules: dict[Path, ast.Module] = {}
     deploy: dict[Path, str] = {}
+    retry: dict[Path, tuple[str, NewerSyntax]] = {}
     for path in found_files:
         try:
             text = files.read(path)
@@ -137,13 +182,20 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
         report.files += 1
         report.lines += len(sources[path])
         if path.suffix == ".py":
-            tree, problem = _parse(path, text)
+            try:
+                tree, problem = _parse(path, text)
+            except NewerSyntax as exc:
+                retry[path] = (text, exc)
+                continue
             if tree is None:
                 report.warnings.append(problem)
             else:
                 modules[path] = tree
         elif celery_routes.is_deploy_file(path):
             deploy[path] = text
+    if retry:
+        _parse_newer(retry, modules, report)
+        modules = dict(sorted(modules.items()))
     found: list[Finding] = []
 
     seen = set()
@@ -173,9 +225,14 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
             del modules[path]
     # LK06 needs the whole package: one module starts loops, another keeps the client
     loop_packages = starts - apart
+    # LK08 follows calls across the project's defs only when some module has an async route
+    blocking = blocking_rules.Blocking(names.values()) \
+        if "LK08" in wanted and any(blocking_rules.has_routes(n) for n in names.values()) else None
     for path in modules:
         try:
             judged = list(python_rules.check(names[path], _package_root(path) in loop_packages))
+            judged += blocking_rules.check(names[path], blocking)
+            judged += [*stream_rules.check(names[path]), *logging_rules.check(names[path])]
         except (RecursionError, MemoryError) as exc:
             report.warnings.append(f"{path}: not scanned ({_exhausted(exc)})")
             continue
@@ -190,19 +247,34 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
         except ruff_rules.RuffUnavailable as exc:
             report.warnings.append(str(exc))
     if "LK07" in wanted and routes:
-        _lk07(routes, deploy, add, report)
+        _lk07(routes, deploy, add, report, sources)
     report.findings = sorted(found, key=lambda f: (f.path, f.line, f.column, f.rule))
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _lk07(routes: list[celery_routes.Routes], deploy_files: dict[Path, str], add, report: Report) -> None:
+def _lk07(routes: list[celery_routes.Routes], deploy_files: dict[Path, str], add, report: Report,
+          sources: dict[Path, list[str]]) -> None:
     default = routes[0].default_queue
     routed = set().union(*(r.queues for r in routes)) | {default}
     setting = f"{Path(routes[0].where[0]).name}:{routes[0].where[1]}"
+
+    scripts: dict[Path, str | None] = {}
+
+    def read_script(script: Path) -> str | None:
+        """A shell script a deploy file runs: read once within the scan's limits, its lines kept for ignore comments."""
+        if script not in scripts:
+            try:
+                scripts[script] = files.read(script)
+                sources[script] = scripts[script].splitlines()
+            except files.Skipped as exc:
+                report.warnings.append(f"{script}: {exc}")
+                scripts[script] = None
+        return scripts[script]
+
     for path, text in deploy_files.items():
         try:
-            consumed, workers = celery_routes.consumed_by_file(path, default, text)
+            consumed, workers = celery_routes.consumed_by_file(path, default, text, read_script)
         except Exception as exc:  # noqa: BLE001 - a deploy file we cannot read (YAML error, alias bomb, nesting
             # too deep for PyYAML's recursion, a bad date) is a warning, never a crash
             first = " ".join(str(exc).split())[:160]  # a YAML error spans lines: one line per file
@@ -211,10 +283,16 @@ def _lk07(routes: list[celery_routes.Routes], deploy_files: dict[Path, str], add
         missing = routed - consumed
         if not workers or not missing:  # a file that starts no worker deploys no consumer to judge
             continue
+        if any("$" in queue for queue in consumed):  # -Q "$QUEUES": set where the scan cannot see
+            continue
         dormant = [w for w in workers if not w.started_by_default]
         asleep = f" ({dormant[0].where()} is not started by a plain `docker compose up`)" if dormant else ""
-        add("LK07", path, workers[0].line, 1,
-            f"the Celery workers this file starts consume only {', '.join(sorted(consumed)) or 'nothing'}{asleep}; "
+        first = workers[0]
+        where, line = (Path(first.script), first.line) if first.script else (path, first.line)
+        starts = f"{path.name} starts (this one through this script)" if first.script else "this file starts"
+        add("LK07", where, line, 1,
+            f"the Celery workers {starts} consume only "
+            f"{', '.join(sorted(consumed)) or 'nothing'}{asleep}; "
             f"tasks routed to {', '.join(sorted(missing))} (task_routes at {setting}) are accepted and stay "
             "PENDING for good, with nothing logged: add them to a worker's -Q")
 

@@ -42,6 +42,7 @@ class Command:
     profiles: tuple[str, ...] = ()
     service: str = ""
     env: tuple[tuple[str, str], ...] = ()  # variables the deploy file sets for it (compose `environment`)
+    script: str = ""  # the shell script it is written in, when a deploy file starts it through one
 
     def environment(self) -> dict[str, str]:
         """What the process is started with: its deploy file's variables, then any `NAME=value` before the command."""
@@ -62,6 +63,59 @@ class Command:
         """'the service worker-schema (behind profiles: schema)', for a sentence."""
         behind = f" (behind profiles: {', '.join(self.profiles)})" if self.profiles else ""
         return f"the service {self.service}{behind}" if self.service else f"line {self.line}{behind}"
+
+
+# --- a worker started through a shell script ----------------------------------------
+
+_SCRIPT_SUFFIXES = (".sh", ".bash")
+_WRAPPERS = {"exec", "env", "nohup"}
+
+
+def script_path(args: tuple[str, ...] | list[str], folder: Path) -> Path | None:
+    """The shell script a deploy file's command runs (`bin/worker.sh`, `sh ./bin/worker.sh`,
+    `/app/bin/worker.sh` in a container), when it is a file under `folder`, the deploy file's."""
+    rest = list(args)
+    while rest and (rest[0] in _WRAPPERS or ("=" in rest[0] and _ENV_NAME.fullmatch(rest[0].partition("=")[0]))):
+        rest = rest[1:]
+    if len(rest) > 1 and Path(rest[0]).name in _SHELLS and not rest[1].startswith("-"):
+        rest = rest[1:]
+    if not rest or not rest[0].endswith(_SCRIPT_SUFFIXES):
+        return None
+    parts = [p for p in Path(rest[0]).parts if p not in ("/", ".")]
+    top = folder.resolve()
+    for start in range(len(parts)):  # /app/bin/worker.sh in the image is bin/worker.sh beside the deploy file
+        candidate = folder.joinpath(*parts[start:])
+        if ".." not in parts[start:] and candidate.is_file() and top in candidate.resolve().parents:
+            return candidate
+    return None
+
+
+def script_commands(text: str) -> list[Command]:
+    """The commands of a shell script, each with its line (continued lines joined) and the
+    variables set before it (`export NAME=value`, `NAME=value`)."""
+    found, env = [], {}
+    lines = text.splitlines()
+    number = 0
+    while number < len(lines):
+        first, line = number + 1, lines[number]
+        while line.rstrip().endswith("\\") and number + 1 < len(lines):
+            number += 1
+            line = line.rstrip()[:-1] + " " + lines[number]
+        number += 1
+        for part in re.split(r"&&|\|\||;", line):
+            try:
+                args = shlex.split(part, comments=True)
+            except ValueError:  # unbalanced quotes: not a command we can read
+                continue
+            if args and args[0] == "export":
+                args = args[1:]
+                assigned = [a.partition("=") for a in args]
+                env.update({name: value for name, sep, value in assigned if sep and _ENV_NAME.fullmatch(name)})
+            elif args and all("=" in a and _ENV_NAME.fullmatch(a.partition("=")[0]) for a in args):
+                env.update(a.partition("=")[::2] for a in args)
+            elif args:
+                found.append(Command(tuple(args), first, env=tuple(env.items())))
+    return found
 
 
 def celery_args(command: str | list) -> list[str] | None:
@@ -340,15 +394,37 @@ def routes_in(tree: ast.Module, filename: str) -> Routes | None:
     return Routes(queues, default or DEFAULT_QUEUE, where)
 
 
+def _through_scripts(deploy_file: Path, found: list[Command], read_script) -> list[Command]:
+    """The commands, with each one that runs a shell script of the tree replaced by the script's
+    commands: they run with the deploy file's variables for it, then the script's own."""
+    opened = []
+    for command in found:
+        script = script_path(command.args, deploy_file.parent) if celery_args(list(command.args)) is None else None
+        text = read_script(script) if script else None
+        if text is None:
+            opened.append(command)
+            continue
+        outer = command.environment()
+        opened += [Command(inner.args, inner.line, command.profiles, command.service,
+                           tuple({**outer, **dict(inner.env)}.items()), str(script))
+                   for inner in script_commands(text)]
+    return opened
+
+
 def consumed_by_file(deploy_file: str | Path, default_queue: str = DEFAULT_QUEUE,
-                     text: str | None = None) -> tuple[set[str], list[Command]]:
+                     text: str | None = None, read_script=None) -> tuple[set[str], list[Command]]:
     """The queues that the Celery workers `deploy_file` starts by default consume, together, and its workers.
 
     A compose service behind `profiles` is not started by a plain `docker compose up`, so its
     queues count as consumed by nobody. It is still among the workers returned, first: a queue
     left without a consumer most likely went with it, so that is the line to point at.
+    `read_script(path)`: the text of a shell script of the tree that a command runs (None when
+    it cannot be read); its worker lines are then read as the deploy file's.
     """
-    workers = [c for c in commands(deploy_file, text) if celery_args(list(c.args)) is not None]
+    found = commands(deploy_file, text)
+    if read_script is not None:
+        found = _through_scripts(Path(deploy_file), found, read_script)
+    workers = [c for c in found if celery_args(list(c.args)) is not None]
     started = [c for c in workers if c.started_by_default]
     dormant = [c for c in workers if not c.started_by_default]
     consumed = set()

@@ -1,0 +1,29 @@
+"""POST /summaries: the document's summary, from the vendor, on a worker thread."""
+import asyncio
+
+from fastapi import APIRouter, Depends, FastAPI
+from pydantic import BaseModel
+
+from .vendor import SummaryClient
+
+router = APIRouter()
+
+
+class Document(BaseModel):
+    text: str
+
+
+def get_client() -> SummaryClient:
+    return SummaryClient("https://summaries.example")
+
+
+@router.post("/summaries")
+async def summarize(doc: Document, client: SummaryClient = Depends(get_client)):
+    summary = await asyncio.to_thread(client.summarize, doc.text)
+    return {"summary": summary}
+
+
+def create_app() -> FastAPI:
+    app = FastAPI()
+    app.include_router(router)
+    return app
