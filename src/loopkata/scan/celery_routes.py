@@ -139,19 +139,27 @@ def consumed_queues(command: str | list, default_queue: str = DEFAULT_QUEUE,
     args = celery_args(command)
     if args is None:
         return None
+    env = env or {}
+    listed = _option(args, "-Q", "--queues") or env.get(QUEUES_VARIABLE)
+    excluded = _names(_option(args, "-X", "--exclude-queues") or env.get("CELERY_WORKER_EXCLUDE_QUEUES") or "")
+    return (_names(listed) if listed else {default_queue}) - excluded  # no queue option: the default queue only
+
+
+def _option(args: list[str], short: str, long: str) -> str | None:
+    """A worker option's value (-Q a,b, -Qa,b, --queues=a,b, --queues a,b); the last one counts, as in Celery."""
+    value = None
     for i, arg in enumerate(args):
-        if arg in ("-Q", "--queues") and i + 1 < len(args):
+        if arg in (short, long) and i + 1 < len(args):
             value = args[i + 1]
-        elif arg.startswith("--queues="):
+        elif arg.startswith(long + "="):
             value = arg.split("=", 1)[1]
-        elif arg.startswith("-Q") and len(arg) > 2:
+        elif arg.startswith(short) and len(arg) > 2:
             value = arg[2:]
-        else:
-            continue
-        return {q.strip() for q in value.split(",") if q.strip()}
-    if (env or {}).get(QUEUES_VARIABLE):
-        return {q.strip() for q in env[QUEUES_VARIABLE].split(",") if q.strip()}
-    return {default_queue}  # no queue option: the default queue only
+    return value
+
+
+def _names(value: str) -> set[str]:
+    return {q.strip() for q in value.split(",") if q.strip()}
 
 
 # --- worker commands in deploy files ---------------------------------------------
@@ -189,7 +197,10 @@ def _procfile(text: str) -> list[Command]:
     found = []
     for number, line in enumerate(text.splitlines(), 1):
         if ":" in line and not line.lstrip().startswith("#"):
-            args = _as_args(line.split(":", 1)[1])
+            try:  # a Procfile command runs in a shell: `#` starts a comment
+                args = shlex.split(line.split(":", 1)[1], comments=True)
+            except ValueError:
+                continue
             if args:
                 found.append(Command(tuple(args), number))
     return found
