@@ -172,11 +172,44 @@ def test_health_answers_while_a_slow_call_runs(kata):
     assert_drafted(calls)
 
 
+HELD_THREADS = 2  # threads the served app's threadpool gets in the held-threads tests (40 by default)
+# Slow calls sent at once: a pool of one thread makes the later ones wait. No more than asyncio's
+# default executor has threads on a one-core machine (min(32, cores + 4)), which to_thread uses.
+AT_ONCE = 4
+
+
 def test_health_answers_while_four_slow_calls_run(kata):
     """/health answers while 4 slow model calls run at once, and the 4 run side by side"""
     with ModelAPI() as model:
-        calls = health_during(part(kata, "app").create_app(model.url), model, calls=4)
+        calls = health_during(part(kata, "app").create_app(model.url), model, calls=AT_ONCE)
     assert_drafted(calls)
+
+
+def test_health_answers_while_every_thread_is_held(kata):
+    """/health answers while every thread of the server's threadpool is held by a slow call"""
+    how = (f"the served app's threadpool limited to {HELD_THREADS} threads, {HELD_THREADS} slow calls held by the "
+           f"model first, then GET /health, {HOW}")
+    with ModelAPI() as model:
+        app = part(kata, "app").create_app(model.url)
+        with served(app, threads=HELD_THREADS) as server:
+            calls = [Call(server.url, f"hang: a draft that holds a thread, number {i + 1}", request_id("busy", i),
+                          AT_ONCE_WITHIN + 30) for i in range(HELD_THREADS)]
+            try:
+                # Every thread held first: the model's own count of the calls it holds says so, not a clock.
+                deadline = time.monotonic() + max(hang_after(), AT_ONCE_WITHIN)
+                while not model.wait_for_working(HELD_THREADS, 0.02):
+                    if loop_held(server) or time.monotonic() > deadline or any(c.done for c in calls):
+                        return  # not this test's failure: the tests of the event loop and of calls at once say it
+                answered = probe(server.url)
+            finally:
+                model.release()
+                for c in calls:
+                    c.wait(hang_after() + 5)
+    assert answered, (
+        f"expected GET /health to answer while every thread was held by a slow call (a liveness probe waits "
+        f"{PROBE_TIMEOUT:g} s), it got no answer within {PROBE_TIMEOUT:g} s: a health check that needs a thread of "
+        f"the pool waits behind the slow calls, and the pod is restarted, as in the incident ({how})"
+    )
 
 
 def wait_for_line(log: AccessLines, request_id: str, status: str, seconds: float) -> list[str]:
@@ -263,7 +296,6 @@ def test_hung_requests_show_in_the_access_log(kata):
         )
 
 
-HELD_THREADS = 2  # threads the served app's threadpool gets in the queued-request test (40 by default)
 QUEUED_WITHIN = 10.0  # seconds, at most, for the queued request to show: by its line, or by its wait for a thread
 
 
