@@ -5,9 +5,12 @@
   starter and graded for real);
 - no prediction question carries its answer in the notebook: every `ask("id")`
   is in notebooks/questions.toml, for that notebook;
-- every heading and link names a kata by its catalogue title.
+- every heading and link names a kata by its catalogue title;
+- a stored notebook reads well unexecuted: every widget output carries a
+  readable rendering beside its view, and every figure its alt text.
 """
 import ast
+import html.parser
 import json
 import re
 import shutil
@@ -161,3 +164,73 @@ def test_headings_and_links_use_the_catalogue_titles(notebook):
                     f"{notebook.name}: a link to {target} reads {text!r}; "
                     f"expected '{linked.number:02d} · {linked.title}' (the catalogue's title)"
                 )
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# What ipywidgets writes as a widget's text/plain: its class and children, e.g. "VBox(children=(HTML(...".
+WIDGET_REPR = re.compile(r"^\s*\w+\((children|value|description|options)=")
+
+
+def outputs(path: Path):
+    """(cell index, output data) for every rich output a stored notebook holds."""
+    for i, cell in enumerate(cells(path)):
+        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            if out.get("output_type") in ("display_data", "execute_result"):
+                yield i, {k: "".join(v) if isinstance(v, list) else v for k, v in out.get("data", {}).items()}
+
+
+class _Page(html.parser.HTMLParser):
+    """The visible text of an HTML fragment, and the attributes of its images."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.words, self.images = [], []
+        self.feed(text)
+
+    def handle_data(self, data):
+        self.words.append(data)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs))
+
+    @property
+    def text(self) -> str:
+        return " ".join(" ".join(self.words).split())
+
+
+def readable_fallback(data: dict) -> bool:
+    """A renderer without the widget shows text/html, text/plain or an image: is one of them worth reading?"""
+    if any(k.startswith("image/") for k in data):
+        return True
+    shown = _Page(data.get("text/html", "")).text
+    plain = data.get("text/plain", "").strip()
+    return any(len(t) > 20 and not WIDGET_REPR.match(t) for t in (shown, plain))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_stored_widget_reads_without_a_kernel(notebook):
+    """every stored widget output also holds a readable text/html, text/plain or image, not the widget's repr"""
+    for i, data in outputs(notebook):
+        if WIDGET_VIEW in data:
+            assert readable_fallback(data), (
+                f"{notebook.name}, cell {i}: a widget output whose only text is the widget's repr; a reader of the "
+                f"stored notebook (an HTML export, GitHub, an untrusted notebook) sees nothing useful. Expected a "
+                f"text/html or text/plain rendering of what it shows (see loopkata.panel), got "
+                f"{ {k: v[:120] for k, v in data.items() if k != WIDGET_VIEW} }"
+            )
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_stored_figure_has_alt_text(notebook):
+    """every stored image has alt text: its output holds an <img alt=...> of the same image"""
+    for i, data in outputs(notebook):
+        for kind in [k for k in data if k.startswith("image/")]:
+            images = _Page(data.get("text/html", "")).images
+            same = [img for img in images if img.get("src", "") == f"data:{kind};base64,{data[kind].strip()}"]
+            assert same and all(len((img.get("alt") or "").strip()) > 20 for img in same), (
+                f"{notebook.name}, cell {i}: a figure ({kind}) without alt text; expected the same output to hold "
+                f"text/html <img alt=\"what the figure shows\" src=\"data:{kind};base64,...\"> (end the cell with "
+                f"show_figure(alt) from labs/figures.py, not plt.show()), got "
+                f"{'no text/html' if 'text/html' not in data else repr(data['text/html'][:160])}"
+            )

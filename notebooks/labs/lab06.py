@@ -25,7 +25,7 @@ never be the notebook's kernel.
   the loop that opened it and the loop that uses it; after each step it asks
   the server what each connection is doing (pg_stat_activity).
 - `report(run)` and `draw_steps(ax, run, title)`: a replay in words and as a strip;
-  `draw_strips({label: run}, title)` draws several on shared axes (STRIPS_CAPTION says how to read them).
+  `draw_strips({label: run}, title)` draws several on one step axis (STRIPS_CAPTION says how to read them).
 - `in_flight(package, ...)`: the production shape, many times, a process per
   run: three API clients send requests while five jobs run one after another.
 - `run_tests(code, package, ...)`: test functions from the notebook, each in a
@@ -508,73 +508,93 @@ def report(run: dict, detail: bool = True) -> None:
           f"in the orders table, written by {len(served)} server connection{'s' if len(served) != 1 else ''}")
 
 
-def draw_steps(ax, run: dict, title: str, top: int = 1) -> None:
+OPENED_BY = {"the API's loop": "tab:blue", "a job's loop": "tab:orange"}
+NO_CONNECTION = "tab:gray"
+
+
+def _rows(run: dict) -> list[int]:
+    """The server connections a replay was lent (0: a step lent none), in order."""
+    lent = {u["connection"] for r in run["records"] for u in r["used"]}
+    none = any(not r["used"] for r in run["records"]) or run["ended"] != "ok"
+    return ([0] if none else []) + sorted(lent)
+
+
+def opened(run: dict) -> int:
+    """How many server connections a replay opened: each is a connect and a backend process on the server."""
+    return len({u["connection"] for r in run["records"] for u in r["used"]})
+
+
+def draw_steps(ax, run: dict, title: str) -> None:
     """One replay as a strip: a column per step, the server connection lent on the y axis.
 
-    Circles are API requests and squares jobs; blue is a connection opened on the
-    API's loop, orange one opened on a job's loop; a red cross marks a step that
-    failed, a hollow circle an order answered with an id but missing from the table.
-    `top`: the highest connection number to leave room for (the same for strips compared side by side).
+    One encoding per meaning: the column says which step it is (API request or job),
+    the colour which loop opened the connection, the shape how the step ended (a dot:
+    it worked; a cross: it failed; a ring: answered with an id that is not in the table).
+    The title counts the connections opened, what each step costs when none is kept.
     """
     stored = {order_id for order_id, _ in run["stored"] or []}
+    rows = _rows(run)
     for r in run["records"]:
-        marker = "o" if r["step"] == "r" else "s"
-        for u in r["used"]:
-            opened_here = u["opened_on"] == "the API's loop"
-            ax.scatter(r["n"], u["connection"], marker=marker, s=150, edgecolor="black", zorder=2,
-                       color="tab:blue" if opened_here else "tab:orange")
-            top = max(top, u["connection"])
-        y = r["used"][-1]["connection"] if r["used"] else 0
-        if r["outcome"] != "ok":
-            ax.scatter(r["n"], y, marker="x", s=220, color="tab:red", linewidths=3, zorder=3)
-        elif "id" in r and run["stored"] is not None and r["id"] not in stored:
-            ax.scatter(r["n"], y, marker="o", s=420, facecolor="none", edgecolor="tab:red", linewidths=2, zorder=3)
+        lost = r["outcome"] == "ok" and "id" in r and run["stored"] is not None and r["id"] not in stored
+        shape = {"marker": "X", "s": 190} if r["outcome"] != "ok" else {"marker": "o", "s": 150}
+        for u in r["used"] or [{"connection": 0, "opened_on": None}]:
+            colour = (NO_CONNECTION if u["opened_on"] is None else
+                      OPENED_BY["the API's loop" if u["opened_on"] == "the API's loop" else "a job's loop"])
+            if lost:
+                ax.scatter(r["n"], rows.index(u["connection"]), marker="o", s=170, facecolor="white",
+                           edgecolor=colour, linewidths=3, zorder=2)
+            else:
+                ax.scatter(r["n"], rows.index(u["connection"]), color=colour, edgecolor="black", zorder=2, **shape)
     if run["ended"] != "ok":
         ax.axvline(len(run["records"]) + 0.5, color="black", linestyle="--")
-        ax.text(len(run["records"]) + 0.6, 0.1, f"process died\n({run['ended']})", fontsize=9)
+        ax.text(len(run["records"]) + 0.6, 0, f"process died\n({run['ended']})", fontsize=9, va="bottom")
     ax.set_xticks(range(1, len(run["steps"]) + 1), [("API" if s == "r" else "job") for s in run["steps"]], fontsize=9)
     ax.set_xlim(0.4, len(run["steps"]) + 0.6)
-    ax.set_ylim(-0.5, top + 0.6)
-    ax.set_yticks(range(0, top + 1), ["none"] + [f"#{i}" for i in range(1, top + 1)], fontsize=9)
-    ax.set_ylabel("server connection lent", fontsize=10)
-    ax.set_title(title, fontsize=10)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticks(range(len(rows)), [f"#{c}" if c else "none" for c in rows], fontsize=9)
+    n = opened(run)
+    ax.set_title(f"{title}: {n} server connection{'s' * (n != 1)} opened in {len(run['records'])} steps", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
 
 
 def legend(fig) -> None:
+    """Two short keys, one per encoding: the colour (who opened the connection) and the shape (how the step ended)."""
     from matplotlib.lines import Line2D
 
     def mark(label, **kw):
-        return Line2D([], [], linestyle="", label=label, **kw)
+        return Line2D([], [], linestyle="", markersize=10, label=label, **kw)
 
-    fig.legend(handles=[
-        mark("API request on a connection the API's loop opened", marker="o", markersize=9,
-             color="tab:blue", markeredgecolor="black"),
-        mark("job on a connection the API's loop opened", marker="s", markersize=9,
-             color="tab:blue", markeredgecolor="black"),
-        mark("on a connection a job's loop opened", marker="o", markersize=9,
-             color="tab:orange", markeredgecolor="black"),
-        mark("the step failed", marker="x", markersize=10, color="tab:red", markeredgewidth=3),
-        mark("answered with an id, not in the table", marker="o", markersize=13,
-             markerfacecolor="none", markeredgecolor="tab:red", markeredgewidth=2),
-    ], loc="outside lower center", ncol=3, frameon=False, fontsize=9)
+    fig.legend(title="the connection was opened by", handles=[
+        mark(f"{who}", marker="s", color=colour, markeredgecolor="black") for who, colour in OPENED_BY.items()
+    ], loc="outside lower left", ncol=2, frameon=False, fontsize=9, title_fontsize=9)
+    fig.legend(title="the step", handles=[
+        mark("worked", marker="o", color="white", markeredgecolor="black"),
+        mark("failed", marker="X", color="white", markeredgecolor="black"),
+        mark("answered with an id, not in the table", marker="o", markerfacecolor="white",
+             markeredgecolor="black", markeredgewidth=3),
+    ], loc="outside lower right", ncol=3, frameon=False, fontsize=9, title_fontsize=9)
 
 
 STRIPS_CAPTION = (
     "One column per step, in order (API request or job); the vertical axis is the server connection the pool "
-    "lent for that step, numbered in order of first appearance ('none': no connection was lent)."
+    "lent for that step, numbered in order of first appearance ('none': no connection was lent). Each strip's "
+    "title counts the connections opened: every one is a new TCP connection and a new backend process on the server."
 )
 
 
 def draw_strips(replays: dict, title: str) -> None:
-    """Replays one above the other, {what it is: run}, on shared axes, with one title and one legend."""
+    """Replays one above the other, {what it is: run}, on a shared step axis, with one title and one legend.
+
+    Each strip is as tall as the connections it was lent: no empty rows."""
     import matplotlib.pyplot as plt
 
-    top = max([1] + [u["connection"] for run in replays.values() for r in run["records"] for u in r["used"]])
-    fig, axes = plt.subplots(len(replays), 1, figsize=(9, 1.0 + 2.35 * len(replays) + 0.9), sharex=True,
-                             sharey=True, layout="constrained", squeeze=False)
+    heights = [len(_rows(run)) + 1.2 for run in replays.values()]
+    fig, axes = plt.subplots(len(replays), 1, figsize=(9, 1.6 + 0.32 * sum(heights)), sharex=True,
+                             layout="constrained", squeeze=False, gridspec_kw={"height_ratios": heights})
     for ax, (label, run) in zip(axes[:, 0], replays.items()):
-        draw_steps(ax, run, label, top=top)
+        draw_steps(ax, run, label)
+        ax.set_ylabel("connection", fontsize=9)
+    axes[-1, 0].set_xlabel("the steps, in order: an API request or a job", fontsize=10)
     fig.suptitle(title, fontsize=12)
     legend(fig)
 

@@ -55,6 +55,7 @@ EVERY_KIND = [
 ]
 DONE = ("SUCCESS", "FAILURE")
 COLOURS = {"PENDING": "#d4a72c", "SUCCESS": "#1a7f37", "FAILURE": "#cf222e"}
+HATCHES = {"PENDING": "///"}  # waiting reads apart from done without telling amber from green
 
 _workspace: list[Path] = []
 
@@ -331,11 +332,12 @@ def report(run: dict, times: bool = True) -> None:
     print("messages still waiting in the broker:", ", ".join(f"{n} in {q!r}" for q, n in sorted(left.items())) or "none")
 
 
-def draw(ax, run: dict, title: str = "", done_labels: bool = False) -> None:
-    """Each task's state over time, one bar per task from the moment it was sent: amber while PENDING,
-    green once done. A task is PENDING from its sending until a worker stores its result, so the bar is
-    amber up to the first poll that saw it done. `done_labels`: write that time on the bar.
-    The time axis ends at the last poll."""
+def draw(ax, run: dict, title: str = "", done_labels: bool = False, until: float | None = None) -> None:
+    """Each task's state over time, one bar per task from the moment it was sent: amber and hatched
+    while PENDING, green once done. A task is PENDING from its sending until a worker stores its result,
+    so the bar is amber up to the first poll that saw it done. `done_labels`: write that time on the bar.
+    The bars end at the last poll; the time axis at `until` (the same for panels compared side by
+    side: see `last_poll`), else at the last poll."""
     times = [t for t, _ in run["timeline"]]
     sent_at = run.get("sent_at") or [0.0] * len(run["labels"])
     for row in range(len(run["labels"])):
@@ -348,10 +350,12 @@ def draw(ax, run: dict, title: str = "", done_labels: bool = False) -> None:
         segments.append((start, times[-1], state))
         for begin, end, what in segments:
             if end > begin:
-                ax.barh(row, end - begin, left=begin, height=0.55, color=COLOURS.get(what, "#57606a"))
+                ax.barh(row, end - begin, left=begin, height=0.55, color=COLOURS.get(what, "#57606a"),
+                        hatch=HATCHES.get(what), edgecolor="white", linewidth=0)
         done = next((t for t, now in seen if now in DONE), None)
         if done_labels and done is not None:
-            ax.text(done, row, f" done at {done:.2f} s", va="center", ha="left", fontsize=9, color="white")
+            ax.text(done, row, f" done at {done:.2f} s", va="center", ha="left", fontsize=9, color="#24292f",
+                    bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "pad": 1.5})
     for phase in run["phases"][1:]:
         ax.axvline(phase["from"], color="#0969da", ls="--", lw=1.2)
         ax.text(phase["from"], len(run["labels"]) - 0.4, " redeployed", color="#0969da", fontsize=9,
@@ -359,9 +363,14 @@ def draw(ax, run: dict, title: str = "", done_labels: bool = False) -> None:
     ax.set_yticks(range(len(run["labels"])), run["labels"])
     ax.set_ylim(-0.6, len(run["labels"]) - 0.1)
     ax.invert_yaxis()
-    ax.set_xlim(0, times[-1])
+    ax.set_xlim(0, times[-1] if until is None else until)
     ax.set_xlabel("seconds after the first task was sent")
     ax.set_title(title, fontsize=10)
+
+
+def last_poll(*runs: dict) -> float:
+    """When the last of these runs was last polled: a time axis they can share."""
+    return max(run["timeline"][-1][0] for run in runs)
 
 
 def every_queue(package: Path) -> list[str]:
@@ -377,12 +386,13 @@ print(json.dumps(sorted(queues)))
     return [f"{CELERY} -Q {','.join(json.loads(out.stdout.strip().splitlines()[-1]))}"]
 
 
-CAPTION = ("One bar per task, from the moment it was sent: amber while its state is PENDING, green once it is "
-           "SUCCESS; a dashed line is a redeploy.")
+CAPTION = ("One bar per task, from the moment it was sent: amber and hatched while its state is PENDING, green "
+           "once it is SUCCESS; a dashed line is a redeploy.")
 
 
 def legend(fig) -> None:
     from matplotlib.patches import Patch
 
-    fig.legend(handles=[Patch(color=COLOURS["PENDING"], label="PENDING"), Patch(color=COLOURS["SUCCESS"], label="SUCCESS")],
+    fig.legend(handles=[Patch(facecolor=COLOURS["PENDING"], hatch=HATCHES["PENDING"], edgecolor="white", label="PENDING"),
+                        Patch(facecolor=COLOURS["SUCCESS"], edgecolor="white", label="SUCCESS")],
                loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.5, -0.02))

@@ -315,8 +315,11 @@ def describe(run: dict) -> str:
 # --- the figure -------------------------------------------------------------------------
 
 # The two strips speak of different things, so they use different colours: red and green only
-# for outputs; for the log, one scale of purple, from "not logged" (palest) to "the traceback" (darkest).
+# for outputs, each cell also marked (a tick, a cross); for the log, one scale of purple from "not
+# logged" to "the traceback", and the same scale as how full the cell is, so it reads at a glance
+# without telling purples apart.
 OUTPUT_COLOURS = {"output returned": "#1a7f37", "output lost": "#cf222e", "a failing step: no output": "#d0d7de"}
+OUTPUT_MARKS = {"output returned": "✓", "output lost": "✗", "a failing step: no output": ""}
 LOG_COLOURS = {
     "not logged": "#dadaeb",
     "the type only": "#bcbddc",
@@ -324,38 +327,41 @@ LOG_COLOURS = {
     "the message only": "#756bb1",
     "the traceback": "#3f007d",
 }
-LOG_WORDS = {  # written in each log cell, so the strip reads without telling pale purples apart
+LOG_WORDS = {  # written in each log cell
     "not logged": "none", "the type only": "type", '"NoneType: None"': "NoneType",
     "the message only": "message", "the traceback": "traceback",
 }
+LOG_FILL = {said: i / (len(LOG_COLOURS) - 1) for i, said in enumerate(LOG_COLOURS)}  # 0 (empty) to 1 (full)
 
 
 def draw(ax, run: dict, title: str) -> None:
-    """Two strips, one cell per step: was its output returned; and for a failed step, what the log says."""
-    from matplotlib.colors import to_rgb
+    """Two strips, one cell per step: was its output returned (colour and mark); and for a failed
+    step, what the log says (colour, and how full the cell is: empty for nothing, full for the traceback)."""
+    from matplotlib.patches import Rectangle
 
-    blank = to_rgb("#ffffff")
-    outputs, log = [], []
-    for name in run["steps"]:
-        if name in run["failing"]:
-            outputs.append(to_rgb(OUTPUT_COLOURS["a failing step: no output"]))
-            log.append(to_rgb(LOG_COLOURS.get(run["logged"][name], "#8c959f")))
-        else:
-            outputs.append(to_rgb(OUTPUT_COLOURS["output returned" if name in run["outputs"] else "output lost"]))
-            log.append(blank)
-    ax.imshow([outputs, log], aspect="auto", interpolation="nearest")
-    ax.set_yticks([0, 1], ["output", "log"], fontsize=9)
-    ax.set_xticks(range(len(run["steps"])), [str(i + 1) for i in range(len(run["steps"]))], fontsize=9)
-    ax.set_xticks([x - 0.5 for x in range(len(run["steps"]) + 1)], minor=True)
-    ax.set_yticks([-0.5, 0.5, 1.5], minor=True)
-    ax.grid(which="minor", color="white", linewidth=2)
-    ax.tick_params(which="minor", length=0)
+    def cell(x, y, colour, height=1.0, **kw):
+        ax.add_patch(Rectangle((x - 0.5, y + 0.5 - height), 1, height, facecolor=colour, **kw))
+
     for x, name in enumerate(run["steps"]):
+        kind = ("a failing step: no output" if name in run["failing"]
+                else "output returned" if name in run["outputs"] else "output lost")
+        cell(x, 0, OUTPUT_COLOURS[kind], edgecolor="white", linewidth=2)
+        ax.text(x, 0, OUTPUT_MARKS[kind], ha="center", va="center", fontsize=13, color="white", fontweight="bold")
         if name in run["failing"]:
             said = run["logged"][name]
-            dark = said in ("the message only", "the traceback")
-            ax.text(x, 1, LOG_WORDS.get(said, said), ha="center", va="center", fontsize=9,
-                    color="white" if dark else "#24292f")
+            cell(x, 1, "#f6f8fa", edgecolor="#8c959f", linewidth=1)
+            fill = LOG_FILL.get(said, 0.0)
+            if fill:
+                cell(x, 1, LOG_COLOURS[said], height=fill, edgecolor="none")
+            ax.text(x, 1, LOG_WORDS.get(said, said), ha="center", va="center", fontsize=9, color="#24292f",
+                    bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "pad": 1.5})
+    ax.set_xlim(-0.5, len(run["steps"]) - 0.5)
+    ax.set_ylim(1.5, -0.5)
+    ax.set_yticks([0, 1], ["output", "log"], fontsize=9)
+    ax.set_xticks(range(len(run["steps"])), [str(i + 1) for i in range(len(run["steps"]))], fontsize=9)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
     ax.set_title(title, fontsize=10, loc="left")
 
 
@@ -363,12 +369,13 @@ def legend(fig) -> None:
     """One legend per strip, under the panels: what the colours of that strip mean."""
     from matplotlib.patches import Patch
 
-    def patches(colours, words=None):
-        return [Patch(facecolor=c, edgecolor="#8c959f", label=f"{words[label]}: {label}" if words else label)
-                for label, c in colours.items()]
+    logs = [Patch(facecolor=c, edgecolor="#8c959f", label=f"{LOG_WORDS[label]}: {label}")
+            for label, c in LOG_COLOURS.items()]
+    outputs = [Patch(facecolor=c, edgecolor="#8c959f", label=f"{OUTPUT_MARKS[label]} {label}".strip())
+               for label, c in OUTPUT_COLOURS.items()]
 
-    fig.legend(handles=patches(OUTPUT_COLOURS), loc="lower center", bbox_to_anchor=(0.5, 0.075), ncol=3,
+    fig.legend(handles=outputs, loc="lower center", bbox_to_anchor=(0.5, 0.075), ncol=3,
                frameon=False, fontsize=9, title="output strip: did the step's output come back?", title_fontsize=9)
-    fig.legend(handles=patches(LOG_COLOURS, LOG_WORDS), loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=3,
+    fig.legend(handles=logs, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=3,
                frameon=False, fontsize=9, title="log strip, failing steps only: what the log says about the failure "
-               "(darker: more)", title_fontsize=9)
+               "(the fuller and darker the cell, the more it says; a full cell is the traceback)", title_fontsize=9)

@@ -1,8 +1,12 @@
-"""Notebook widgets: the check panel, prediction questions and the progress table.
+"""Notebook widgets: the check panel, prediction questions, the progress table and the
+widgets to play with (interact_manual).
 
 Grading always happens out of the kernel (runner.check starts a subprocess
-with a hard timeout). Every widget here has a stable text/plain form, so
-nbval can compare a stored notebook with a fresh run.
+with a hard timeout). Every widget here is displayed with a stable text/plain
+form and a static text/html rendering beside its view: nbval compares them
+between a stored notebook and a fresh run, and a reader of the stored notebook
+sees them where no kernel drives the widgets (an untrusted notebook in
+JupyterLab, an HTML export, GitHub, nbviewer).
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import html
 from pathlib import Path
 
 import ipywidgets as widgets
+from IPython.display import display
 
 from . import catalogue, hints, progress, questions, runner
 from .report import MARK, headline, render_text, stack_repeats
@@ -17,10 +22,17 @@ from .report import MARK, headline, render_text, stack_repeats
 _COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "hang": "#9a6700", "error": "#cf222e"}
 
 
+_STATIC = "border:1px solid #d0d7de;padding:6px;margin:2px 0"
+_LIVE_NOTE = "<p style='color:#57606a;font-size:90%;margin:4px 0 0 0'>{}</p>"
+
+
 class _TextWidget(widgets.VBox):
-    """A VBox whose text/plain is a readable, stable summary instead of widget internals."""
+    """A VBox whose text/plain is a readable, stable summary instead of widget internals,
+    and whose text/html is a static rendering of what it shows."""
 
     _text = ""
+    _html = ""
+    _frame = _STATIC
 
     def __repr__(self) -> str:
         return self._text
@@ -28,13 +40,14 @@ class _TextWidget(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = self._text  # ipywidgets would cut it at 110 characters
+        bundle["text/html"] = f"<div class='loopkata-static' style='{self._frame}'>{self._html}</div>"
         return bundle
 
 
 _PRE = "margin:2px 0 6px 22px;white-space:pre-wrap;font-size:90%"
 
 
-def _row(test, show_stacks: bool, repeats: int = 0) -> widgets.HTML:
+def _row(test, show_stacks: bool, repeats: int = 0) -> str:
     """One test: its mark and title, what went wrong, and (folded unless asked) where it is stuck."""
     colour = _COLOURS.get(test.outcome, "#57606a")
     title = html.escape(test.title) + (" <b>(hang)</b>" if test.outcome == "hang" else "")
@@ -50,7 +63,7 @@ def _row(test, show_stacks: bool, repeats: int = 0) -> widgets.HTML:
                 f"<details{' open' if show_stacks else ''} style='margin-left:22px'><summary>where it is stuck{more}</summary>"
                 f"<pre style='{_PRE}'>{html.escape(test.stacks)}</pre></details>"
             )
-    return widgets.HTML(
+    return (
         f"<div class='loopkata-row loopkata-{test.outcome.replace(' ', '-')}'>"
         f"<span style='color:{colour};font-weight:bold'>{MARK.get(test.outcome, '?')}</span> {title}{body}</div>"
     )
@@ -62,7 +75,7 @@ class CheckPanel(_TextWidget):
     def __init__(self, kata: catalogue.Kata, result: runner.CheckResult):
         self.kata, self.result = kata, result
         colour = _COLOURS.get(result.verdict, "#57606a")
-        header = widgets.HTML(
+        header = (
             f"<div class='loopkata-headline' style='color:{colour};font-weight:bold'>"
             f"{html.escape(headline(result, kata))}</div>"
         )
@@ -71,7 +84,7 @@ class CheckPanel(_TextWidget):
         repeats = stack_repeats(result.tests)
         rows = [_row(t, t is first_stuck, repeats.get(i, 0)) for i, t in enumerate(result.tests)]
         if result.problem:
-            rows.append(widgets.HTML(f"<p class='loopkata-problem'>{html.escape(result.problem)}</p>"))
+            rows.append(f"<p class='loopkata-problem'>{html.escape(result.problem)}</p>")
         self.hint_area = widgets.HTML()
         hint_button = widgets.Button(description="Next hint", icon="lightbulb-o")
         hint_button.on_click(self._show_hint)
@@ -84,20 +97,24 @@ class CheckPanel(_TextWidget):
             solution_button.on_click(self._show_solution)
             buttons.append(solution_button)
         super().__init__(
-            [header, *rows, widgets.HBox(buttons), self.hint_area, self.solution_area],
+            [widgets.HTML(part) for part in (header, *rows)] + [widgets.HBox(buttons), self.hint_area, self.solution_area],
             layout=widgets.Layout(border=f"2px solid {colour}", padding="6px"),
         )
         self.add_class("loopkata-panel")
         self._text = render_text(result, kata)
+        after = "The result stored with the notebook: run the cell to grade again and to get hints."
         if result.passed:
             self._text += f"\n  The reference fix is in solutions/{kata.path}: compare it with yours."
+            after = f"The reference fix is in solutions/{html.escape(kata.path)}: compare it with yours."
+        self._html = header + "".join(rows) + _LIVE_NOTE.format(after)
+        self._frame = f"border:2px solid {colour};padding:6px;margin:2px 0"
 
     def _show_hint(self, _button=None) -> None:
         if self.result.passed or progress.status(self.kata) == progress.SOLVED:
             text = hints.solved_message(self.kata)
         else:
             text = hints.describe(self.kata, hints.next_hint(self.kata))
-        self.hint_area.value = f"<p class='loopkata-hint'>💡 {html.escape(text)}</p>"
+        self.hint_area.value = f"<p class='loopkata-hint'><b>Hint:</b> {html.escape(text)}</p>"
 
     def _show_solution(self, _button=None) -> None:
         path = self.kata.solution_path
@@ -114,8 +131,9 @@ class Notice(_TextWidget):
     """A paragraph instead of a traceback (unknown kata name and the like)."""
 
     def __init__(self, text: str):
-        super().__init__([widgets.HTML(f"<p style='color:#cf222e'>{html.escape(text)}</p>")])
-        self._text = text
+        paragraph = f"<p style='color:#cf222e;margin:0'>{html.escape(text)}</p>"
+        super().__init__([widgets.HTML(paragraph)])
+        self._text, self._html = text, paragraph
 
 
 def check(name: str, impl=None):
@@ -157,9 +175,13 @@ class Question(_TextWidget):
         # Feedback speaks of the choice it graded: a new choice clears it. It also tells the page
         # the kernel has the new choice (a quick click can otherwise reach it first).
         self.choice.observe(self._clear_feedback, names="value")
-        super().__init__([widgets.HTML(f"<b>{html.escape(q.prompt)}</b>"), self.choice, button, self.feedback])
+        prompt = f"<b>{html.escape(q.prompt)}</b>"
+        super().__init__([widgets.HTML(prompt), self.choice, button, self.feedback])
         self.add_class("loopkata-question")
         self._text = "\n".join([f"Question: {q.prompt}", *[f"  ( ) {o}" for o in q.options]])
+        options = "".join(f"<li>{html.escape(o)}</li>" for o in q.options)
+        self._html = (prompt + f"<ul style='list-style:circle;margin:4px 0'>{options}</ul>"
+                      + _LIVE_NOTE.format("Run the cell to pick an answer and check it."))
 
     def _clear_feedback(self, _change=None) -> None:
         self.feedback.value = "<p class='loopkata-feedback'></p>"
@@ -235,4 +257,59 @@ def progress_table():
     )
     box = _TextWidget([table])
     box._text = "\n".join([f"{'Kata':<{width}} {'Status':<10} Title", *lines])
+    # The static table leaves out the time column: it follows the learners' records, which change.
+    static_rows = "".join(
+        f"<tr><td>{k.number:02d}</td><td><a href='{html.escape(k.notebook)}'>{html.escape(k.title)}</a></td>"
+        f"<td><code>{k.id}</code></td><td>{status}</td></tr>"
+        for k, status in katas
+    )
+    box._html = ("<table><tr><th>#</th><th>Notebook</th><th>Kata</th><th>Status</th></tr>"
+                 f"{static_rows}</table>" + _LIVE_NOTE.format("Run the cell to see your own progress."))
     return box
+
+
+class _Playground(widgets.interactive):
+    """ipywidgets' interactive, displayed with a static description of its controls beside the view."""
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        controls = [(w.description, _setting(w)) for w in self.kwargs_widgets]
+        bundle["text/plain"] = "\n".join(
+            ["A widget to play with; run the cell, choose, then press Run Interact:",
+             *[f"  {label}: {setting}" for label, setting in controls]])
+        rows = "".join(f"<tr><td>{html.escape(label)}</td><td>{html.escape(setting)}</td></tr>" for label, setting in controls)
+        bundle["text/html"] = (
+            f"<div class='loopkata-static' style='{_STATIC}'><b>A widget to play with</b>"
+            f"<table style='margin:4px 0'>{rows}</table>"
+            + _LIVE_NOTE.format("Run the cell, choose, then press Run Interact.") + "</div>"
+        )
+        return bundle
+
+
+def _setting(w) -> str:
+    """A control's value and what else it offers, in words: "3 (1 to 5)", "'a' (of 'a', 'b')"."""
+    if isinstance(w, widgets.Checkbox):
+        return "on" if w.value else "off"
+    if isinstance(w, (widgets.Dropdown, widgets.RadioButtons, widgets.Select)):
+        labels = [o[0] if isinstance(o, tuple) else str(o) for o in w.options]
+        return f"{w.label} (or: {'; '.join(o for o in labels if o != w.label)})"
+    if isinstance(w.value, (int, float)) and hasattr(w, "min") and hasattr(w, "max"):
+        return f"{w.value:g} ({w.min:g} to {w.max:g})"
+    return str(w.value)
+
+
+def interact_manual(fn=None, /, **controls):
+    """ipywidgets' interact_manual, with every label shown whole and a static description for a
+    reader of the stored notebook. A decorator (`@interact_manual(n=(1, 5))`) or a call
+    (`ui = interact_manual(play, n=(1, 5)); ui.update()` runs it once with the settings shown);
+    both display the widget and return it."""
+    if fn is None:
+        return lambda f: interact_manual(f, **controls)
+    ui = _Playground(fn, {"manual": True, "manual_name": "Run Interact"}, **controls)
+    for w in ui.kwargs_widgets:
+        if not isinstance(w, widgets.Checkbox):  # a checkbox's label stands beside it, whole
+            w.style.description_width = "initial"
+        if isinstance(w, widgets.Dropdown):
+            w.layout.width = "max-content"  # the longest option, whole
+    display(ui)
+    return ui
