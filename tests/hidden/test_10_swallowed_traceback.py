@@ -42,6 +42,13 @@ async def read_with_the_upload_cancelled(receipt: str) -> str:
     return await upload
 
 
+async def read_with_its_own_task_cancelled(receipt: str) -> str:
+    # The step gives up on itself (a client library cancelling the task it runs in, as
+    # asyncio.current_task().cancel() does): a CancelledError the invocation did not ask for.
+    asyncio.current_task().cancel()
+    return await asyncio.sleep(10, "never read")
+
+
 async def extract_fields(receipt: str, reader) -> str:
     return await reader(receipt)
 
@@ -427,31 +434,43 @@ def test_a_timeout_is_not_logged_as_a_step_failure(kata):
 
 
 def test_a_cancelled_step_is_a_failure(kata):
-    """a step that ends cancelled, while the invocation still has time, is a failed step: logged, named in "failed", not an output"""
-    workflow = Workflow([12], {"receipt-05": read_with_the_upload_cancelled})
+    """a step that ends cancelled, while the invocation still has time, is a failed step: logged with its CancelledError, named in "failed", not an output"""
+    cancelled = {"receipt-05": read_with_the_upload_cancelled, "receipt-09": read_with_its_own_task_cancelled}
+    workflow = Workflow([12], cancelled)
     answer, error, records = invoke(kata, workflow)
-    how = ("calling handler directly with 12 steps, one of which (receipt-05) ends with CancelledError because the "
-           "request it waits on was cancelled, 1 ms in, while the invocation had 60 s left")
+    how = ("calling handler directly with 12 steps, two of which end with CancelledError while the invocation had "
+           "60 s left: receipt-05 because the request it waits on was cancelled 1 ms in, receipt-09 because it "
+           "cancelled its own task (asyncio.current_task().cancel())")
     if error is not None:
         raise AssertionError(f"expected handler to return its answer, {how}, but it raised "
                              f"{type(error).__name__}: {error}") from error
     outputs = dict(answer.get("outputs", {})) if isinstance(answer, dict) else {}
     failed = list(answer.get("failed", ())) if isinstance(answer, dict) else []
-    assert "receipt-05" not in outputs, (
-        f"expected the cancelled step to be no output, {how}, but \"outputs\" holds receipt-05: "
-        f"{outputs['receipt-05']!r} (an exception is not an output: CancelledError is a BaseException, "
-        "not an Exception)"
-    )
-    assert "receipt-05" in failed, f'expected "failed" to name receipt-05, {how}, got {failed!r}'
+    for name in cancelled:
+        assert name not in outputs, (
+            f"expected the cancelled step {name} to be no output, {how}, but \"outputs\" holds it: "
+            f"{outputs[name]!r} (an exception is not an output: CancelledError is a BaseException, "
+            "not an Exception)"
+        )
+        assert name in failed, f'expected "failed" to name {name}, {how}, got {failed!r}'
     lost = [name for name in workflow.expected if outputs.get(name) != workflow.expected[name]]
-    assert not lost, f"expected the other 11 steps' outputs, {how}, but {', '.join(lost)} are missing"
-    failure = workflow.failures["receipt-05"]
-    mine = [r for r in warnings_and_above(records) if about(r, failure, workflow)]
-    assert any(r.levelno >= logging.ERROR and from_own_logger(r, kata) for r in mine), (
-        f"expected the cancelled step receipt-05 to be logged at ERROR on the module's own logger, naming it, "
-        f"{how}, but the log showed:{shown(warnings_and_above(records))}"
-    )
-    assert len(mine) == 1, f"expected the cancelled step receipt-05 to be logged once, {how}, but {len(mine)} records mention it:{shown(mine)}"
+    assert not lost, f"expected the other 10 steps' outputs, {how}, but {', '.join(lost)} are missing"
+    for name in cancelled:
+        failure = workflow.failures[name]
+        mine = [r for r in warnings_and_above(records) if about(r, failure, workflow)]
+        assert any(r.levelno >= logging.ERROR and from_own_logger(r, kata) for r in mine), (
+            f"expected the cancelled step {name} to be logged at ERROR on the module's own logger, naming it, "
+            f"{how}, but the log showed:{shown(warnings_and_above(records))}"
+        )
+        assert len(mine) == 1, (f"expected the cancelled step {name} to be logged once, {how}, but {len(mine)} "
+                                f"records mention it:{shown(mine)}")
+        carried = mine[0].exc_info[1] if mine[0].exc_info else None
+        assert isinstance(carried, asyncio.CancelledError), (
+            f"expected the record of the cancelled step {name} to carry its CancelledError (exc_info), with the "
+            f"traceback that shows where the step was when it was cancelled, {how}, but "
+            + (f"it carries {type(carried).__name__}" if carried is not None else "it carries no exception")
+            + f":{shown(mine)}"
+        )
     try:
         json.dumps(answer)
     except (TypeError, ValueError) as exc:

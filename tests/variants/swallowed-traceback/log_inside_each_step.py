@@ -5,8 +5,8 @@ record carries the traceback. The step raises it on, so the gather still
 hands it back as the step's result, and the runner only counts it: the old
 log line after the gather is gone, so each failure is logged once, as it
 happens. A CancelledError is logged only when it is the step's own (the
-request it waited on was cancelled); when the deadline cancels the step's
-task, Task.cancelling() says so and it passes through, unlogged.
+request it waited on was cancelled); when the deadline cancels the layer's
+task, its cancelling() says so and it passes through, unlogged.
 """
 import asyncio
 import logging
@@ -16,12 +16,12 @@ log = logging.getLogger(__name__)
 SAFETY_MARGIN = 0.5  # seconds kept back to answer before Lambda stops the invocation
 
 
-async def run_step(name: str, step):
+async def run_step(name: str, step, layer: asyncio.Task):
     """One step; a failure is logged here, where its exception is being handled, then raised on."""
     try:
         return await step()
     except asyncio.CancelledError:
-        if not asyncio.current_task().cancelling():  # the step's own, not the deadline cancelling us
+        if not layer.cancelling():  # the step's own: the deadline cancels the layer's task
             log.exception("step %s failed", name)
         raise
     except Exception:
@@ -32,7 +32,8 @@ async def run_step(name: str, step):
 async def run_layer(layer: dict) -> dict:
     """Run one layer's steps at the same time: step name -> output, or the exception it raised."""
     names = list(layer)
-    outcomes = await asyncio.gather(*(run_step(name, layer[name]) for name in names), return_exceptions=True)
+    me = asyncio.current_task()
+    outcomes = await asyncio.gather(*(run_step(name, layer[name], me) for name in names), return_exceptions=True)
     return dict(zip(names, outcomes))
 
 

@@ -4,7 +4,7 @@ A TaskGroup cancels the other tasks when one of them raises. Here no step
 raises: each catches Exception, and a CancelledError of its own, logs it
 inside its except block with log.exception(), and returns it as its outcome.
 The group then only waits for every step. A cancellation of the invocation
-(Task.cancelling() is then non-zero) is passed on: it still cancels the group
+(the layer task's cancelling() is then non-zero; a step that cancels its own task does not count) is passed on: it still cancels the group
 and propagates.
 """
 import asyncio
@@ -15,12 +15,12 @@ log = logging.getLogger(__name__)
 SAFETY_MARGIN = 0.5  # seconds kept back to answer before Lambda stops the invocation
 
 
-async def run_step(name: str, step):
+async def run_step(name: str, step, layer: asyncio.Task):
     """One step; a failure is logged here, where its exception is being handled, and becomes the outcome."""
     try:
         return await step()
     except asyncio.CancelledError as exc:
-        if asyncio.current_task().cancelling():  # the deadline (or the group) cancelling us: pass it on
+        if layer.cancelling():  # the deadline cancelling the layer (and so the group): pass it on
             raise
         log.exception("step %s failed", name)  # the step's own: it has failed
         return exc
@@ -32,7 +32,7 @@ async def run_step(name: str, step):
 async def run_layer(layer: dict) -> dict:
     """Run one layer's steps in a task group: step name -> output, or the exception it raised."""
     async with asyncio.TaskGroup() as group:
-        tasks = {name: group.create_task(run_step(name, step)) for name, step in layer.items()}
+        tasks = {name: group.create_task(run_step(name, step, asyncio.current_task())) for name, step in layer.items()}
     return {name: task.result() for name, task in tasks.items()}
 
 
