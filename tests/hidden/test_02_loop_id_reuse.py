@@ -212,8 +212,8 @@ def handler_call(i: int, n: int, how: str = "") -> str:
     return f"handler call {i} of {n} in one process{how}"
 
 
-FORCED_ID = (", with id() forced to return 4242 for every object in the kata (as when a new loop "
-             "gets a dead loop's id)")
+FORCED_ID = (", with id() and hash() forced to return 4242 for every object in the kata (as when a new loop "
+             "gets a dead loop's address, which both are made from)")
 
 
 def invoke(kata, server: ToolServer, what: str) -> None:
@@ -285,10 +285,11 @@ def test_warm_invocations_classify_every_item(kata, tool_server):
 
 
 def test_new_loop_recognised_when_it_reuses_a_dead_loops_id(kata, tool_server):
-    """a new loop is recognised even when it gets a dead loop's id()"""
-    # CPython may hand a freed loop's id to the next loop; force that here, as
-    # the incident's own regression test did, so an id()-based cache is caught.
-    kata.id = lambda obj: 4242
+    """a new loop is recognised even when it gets a dead loop's id() (or hash())"""
+    # CPython may hand a freed loop's address to the next loop; force that here, as
+    # the incident's own regression test did, so a cache keyed by id() is caught,
+    # and by hash(), which an event loop takes from its address too.
+    kata.id = kata.hash = lambda obj: 4242
     for i in (1, 2, 3):
         invoke(kata, tool_server, handler_call(i, 3, FORCED_ID))
 
