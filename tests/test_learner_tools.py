@@ -12,7 +12,8 @@ from loopkata.report import render_text
 from test_state import loopkata, make_project
 
 
-def test_hints_after_reset_start_with_the_first_and_keep_the_general_one_last(tmp_path, monkeypatch):
+def test_hints_with_no_failure_recorded_start_with_the_general_one(tmp_path, monkeypatch):
+    """with no failure recorded (a new or reset kata), the general hint comes first, not one about a failure not met"""
     monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path / "state"))
     kata = dataclasses.replace(catalogue.find("lock-reentry"), hints=(
         catalogue.Hint(text="one", when="hang"),
@@ -23,9 +24,9 @@ def test_hints_after_reset_start_with_the_first_and_keep_the_general_one_last(tm
     ))
     shown = []
     for _ in range(5):
-        _, hint = hints.next_hint(kata)  # nothing checked yet: catalogue order, general last
+        _, hint = hints.next_hint(kata)  # nothing checked yet: the general one, then catalogue order
         shown.append(hint.text)
-    assert shown == ["one", "two", "three", "four", "look at the reference"], shown
+    assert shown == ["look at the reference", "one", "two", "three", "four"], shown
     assert hints.next_hint(kata) is None
 
 
@@ -95,6 +96,14 @@ def test_watch_moves_on_to_the_next_unsolved_kata(tmp_path):
     (root / "katas" / "01_bound_semaphore.py").write_bytes((root / "solutions" / "01_bound_semaphore.py").read_bytes())
     out = loopkata(env, "watch", "--once", "--interval", "0")
     assert "bound-semaphore is solved. Next: 02 loop-id-reuse" in out.stdout, out.stdout
+
+
+def test_watch_of_one_kata_names_the_next_once_it_passes(tmp_path):
+    """`watch bound-semaphore` names the next kata to take once bound-semaphore passes"""
+    root, env = make_project(tmp_path)
+    (root / "katas" / "01_bound_semaphore.py").write_bytes((root / "solutions" / "01_bound_semaphore.py").read_bytes())
+    out = loopkata(env, "watch", "bound-semaphore", "--once", "--interval", "0")
+    assert "Next: 02 loop-id-reuse" in out.stdout, f"expected watch to name the next kata; it said:\n{out.stdout}"
 
 
 def test_watch_with_no_kata_checks_the_kata_last_edited(tmp_path):

@@ -237,6 +237,14 @@ def _move_on(solved: catalogue.Kata) -> catalogue.Kata:
     return following
 
 
+def _name_the_next(solved: catalogue.Kata) -> None:
+    """Watching one kata: once it passes, name the next one to take (watching goes on with this one)."""
+    following = _current_kata()
+    if progress.status(following) != progress.SOLVED:
+        print(f"\nNext: {following.label}, {following.title} (loopkata watch {following.id}, or "
+              f"{display_path(following.notebook_path)}).")
+
+
 def cmd_watch(args) -> int:
     """Re-check whenever a kata file is saved, like rustlings watch. Ctrl-C to stop."""
     katas = [_kata(args.kata)] if args.kata else list(catalogue.load())
@@ -250,6 +258,8 @@ def cmd_watch(args) -> int:
         checking = None
         if result.passed and not args.kata:
             current = _move_on(current)
+        elif result.passed:
+            _name_the_next(current)
         while True:
             time.sleep(args.interval)
             for k in katas:
@@ -262,6 +272,8 @@ def cmd_watch(args) -> int:
                     checking = None
                     if result.passed and not args.kata:
                         current = _move_on(k)
+                    elif result.passed:
+                        _name_the_next(k)
             if args.once:
                 return 0
     except KeyboardInterrupt:

@@ -11,8 +11,8 @@ def next_hint(kata: Kata) -> tuple[int, Hint] | None:
 
     After a failure: the unseen hints keyed to it, in catalogue order, then the general ones
     (no `when`); a hint keyed to a failure the learner has not met comes only when neither is
-    left. With no failure recorded (a new or reset kata) the hints go in catalogue order,
-    general ones last. The number shown counts up in the order the learner sees them.
+    left. With no failure recorded (a new or reset kata) the general ones come first, then
+    the others in catalogue order. The number shown counts up in the order the learner sees them.
     Picking and remembering happen under one lock, so two commands at once never show the
     same hint twice. Raises progress.NotSaved (its result: the hint) when the choice cannot
     be remembered.
@@ -24,7 +24,8 @@ def next_hint(kata: Kata) -> tuple[int, Hint] | None:
         matching = [(i, h) for i, h in unseen if h.when and failure and h.matches(failure)]
         keyed = [(i, h) for i, h in unseen if h.when and (i, h) not in matching]
         general = [(i, h) for i, h in unseen if not h.when]
-        order = matching + general + keyed if failure else keyed + general
+        # With no failure recorded (a new or reset kata), a hint about a failure is about one not met.
+        order = matching + general + keyed if failure else general + keyed
         if not order:
             return None
         i, hint = order[0]
