@@ -8,9 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from . import catalogue, effort, hints, progress, regrade, runner, workshop
-from .report import render_text
-from .testing import display_path
+from .grading import runner
+from .grading.report import render_text
+from .learner import export, hints, progress
+from .model import catalogue
+from .model.paths import display_path
+from .room import command as room_command
+from .room import effort, regrade, workshop
 
 
 def _kata(name: str) -> catalogue.Kata:
@@ -272,8 +276,7 @@ def cmd_watch(args) -> int:
 
 def cmd_progress(args) -> int:
     if args.export:
-        from . import room
-        return room.cmd_export(args)
+        return export.cmd_export(args)
     katas = catalogue.load()
     statuses = [(k, progress.status(k)) for k in katas]
     counts = {s: sum(1 for _, st in statuses if st == s) for s in (progress.SOLVED, progress.ATTEMPTED, progress.UNTOUCHED)}
@@ -288,12 +291,11 @@ def cmd_progress(args) -> int:
 
 
 def cmd_room(args) -> int:
-    from . import room  # matplotlib is loaded only for a room
-
-    return room.cmd_room(args)
+    return room_command.cmd_room(args)
 
 
 def cmd_scan(args) -> int:
+    # Imported here for start-up speed: the scan's rules load only when a scan runs.
     from .scan import command
 
     return command.run(args.paths, args.select, args.ignore, args.format)

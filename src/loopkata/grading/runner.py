@@ -3,7 +3,7 @@
 The tests never run in the caller's process (a notebook kernel already runs an
 event loop, and a hung or crashing kata must not wedge it). If the child is
 still running when the kata's budget is spent, it is killed and the test it
-was in becomes a "hang", with every thread's stack as dumped just before (loopkata.stackdump).
+was in becomes a "hang", with every thread's stack as dumped just before (loopkata.grading.stackdump).
 """
 from __future__ import annotations
 
@@ -21,10 +21,12 @@ import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import catalogue, services
-from .catalogue import Kata
+from .. import services
+from ..model import catalogue
+from ..model.catalogue import Kata
+from ..model.paths import display_path
+from .frames import describe_frames
 from .repro import plain_env
-from .testing import describe_frames, display_path
 
 PASSED, FAILED, HANG, ERROR, NOT_RUN = "passed", "failed", "hang", "error", "not run"
 OUTPUT_KEPT = 1 << 20  # bytes of the head, and of the tail, of a check's output
@@ -274,7 +276,7 @@ def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple
             env["LOOPKATA_UNTIL_FAILED"] = "1"
         pytest_cmd = [
             sys.executable, "-m", "pytest", str(kata.tests_path), "--impl", str(graded),
-            "-p", "loopkata.pytest_plugin", "-p", "no:cacheprovider",
+            "-p", "loopkata.grading.pytest_plugin", "-p", "no:cacheprovider",
             "-q", "--assert=plain", "-c", os.devnull, "--rootdir", str(kata.tests_path.parent),
             "--confcutdir", str(kata.tests_path.parent),
         ]

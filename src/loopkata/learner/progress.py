@@ -26,10 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Callable
 
-from . import starters
-from .catalogue import Kata, project_root
-from .starters import StarterUnavailable  # noqa: F401  (raised by reset and starter_files)
-from .testing import display_path
+from ..model import starters
+from ..model.catalogue import Kata, project_root
+from ..model.paths import display_path
+from ..model.starters import StarterUnavailable  # noqa: F401  (raised by reset and starter_files)
 
 SOLVED, ATTEMPTED, UNTOUCHED, MISSING = "solved", "attempted", "untouched", "missing"
 LOCK_WAIT = 10.0  # seconds; a lock holder does a few milliseconds of work, so longer means it is stuck
