@@ -59,8 +59,8 @@ from collections import Counter
 from pathlib import Path
 
 from loopkata import run_isolated
-from loopkata.repro import Outcome
-from loopkata.supervise import kill_group_of
+from loopkata.grading.repro import Outcome
+from loopkata.grading.supervise import kill_group_of
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 ROOT = NOTEBOOKS.parent

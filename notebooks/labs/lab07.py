@@ -14,7 +14,7 @@ filesystem transport in a new folder per run: a message is a file,
   package's Celery app, pointed at a fresh broker folder (`broker`);
   `said(out)` prints what it printed.
 - `deploy(package, commands, sends, watch, then)`: start real workers from
-  `commands` (`loopkata.celery_workers`: each in its own process group,
+  `commands` (`loopkata.services.celery_workers`: each in its own process group,
   killed on the way out), send `sends` by task name, and poll every task's
   state for `watch` seconds (`until_done`: stop once all are done). With
   `then`, the first workers are stopped and `then`'s workers start on the
@@ -92,7 +92,7 @@ import json, os, sys, tempfile, time
 from pathlib import Path
 for key in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
     os.environ.pop(key, None)                  # always the broker of files, never a server
-from loopkata import celery_workers
+from loopkata.services import celery_workers
 _tmp = Path(tempfile.mkdtemp(prefix="loopkata-nb07-run-"))
 import atexit, shutil
 atexit.register(shutil.rmtree, _tmp, ignore_errors=True)   # the broker's files and the app's link go with the child
@@ -143,7 +143,7 @@ def said(out) -> None:
 _DEPLOY = r"""
 import re
 
-from loopkata.celery_workers import running, start
+from loopkata.services.celery_workers import running, start
 
 def banner_tasks(worker):
     "The task names a worker lists under [tasks] in its banner: what it knows how to run."
