@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .grading import runner
 from .grading.report import render_text
-from .learner import export, hints, progress
+from .learner import backups, export, hints, progress
 from .model import catalogue
 from .model.paths import display_path
 from .room import command as room_command
@@ -150,8 +150,8 @@ def cmd_reset(args) -> int:
         print(f"{_from_root(kata.kata_path)} is already the starter of {kata.id}: nothing to restore or to back up.")
         return 0
     try:
-        saved, problem = progress.reset(kata), None
-    except (progress.StarterUnavailable, progress.BackupFailed) as exc:
+        saved, problem = backups.reset(kata), None
+    except (progress.StarterUnavailable, backups.BackupFailed) as exc:
         print(exc, file=sys.stderr)  # refused before touching anything
         return 1
     except progress.NotSaved as exc:
@@ -170,7 +170,7 @@ def cmd_reset(args) -> int:
 def cmd_restore(args) -> int:
     """Bring back a backup made by reset (the latest by default)."""
     kata = _kata(args.kata)
-    found = progress.backups(kata)
+    found = backups.backups(kata)
     if args.list:
         if not found:
             print(f"No backups of {kata.id} yet (reset and restore make them).")
@@ -190,8 +190,8 @@ def cmd_restore(args) -> int:
             return 1
         chosen = named[0]
     try:
-        saved, problem = progress.restore(kata, chosen), None
-    except progress.BackupFailed as exc:
+        saved, problem = backups.restore(kata, chosen), None
+    except backups.BackupFailed as exc:
         print(exc, file=sys.stderr)
         return 1
     except progress.NotSaved as exc:
