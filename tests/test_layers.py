@@ -5,6 +5,7 @@ The layers are the contract in pyproject.toml ([tool.importlinter]), checked by 
 """
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,15 @@ def test_every_module_imports_only_the_layers_below_it():
     assert ran.returncode == 0, (
         "expected every import-linter contract in pyproject.toml to be kept (the layers CONTRIBUTING.md draws); "
         f"lint-imports exited {ran.returncode} and says:\n{report}{ran.stderr}")
+
+
+def test_contributing_draws_the_layers_the_contract_checks():
+    """CONTRIBUTING.md's picture of the layers names the same folders, in the same order, as the contract"""
+    contract = next(c for c in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+                    ["tool"]["importlinter"]["contracts"] if c["type"] == "layers")
+    checked = [" | ".join(part.strip() for part in layer.split("|")) for layer in contract["layers"] if layer != "__main__"]
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    picture = text[text.index("## The engine's layers"):].split("```")[1]
+    drawn = [line.split("  ")[0].strip() for line in picture.splitlines() if line and not line.startswith(" ")]
+    assert drawn == checked, (f"expected CONTRIBUTING.md to draw the layers pyproject.toml checks, top first: {checked}; "
+                              f"it draws {drawn}")
