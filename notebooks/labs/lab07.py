@@ -34,14 +34,13 @@ the pristine starter's, or a decoy's laid over them.
 """
 from __future__ import annotations
 
-import atexit
 import concurrent.futures
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 from loopkata import run_isolated
+
+from .shared import decoy_over
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 DECOYS = NOTEBOOKS.parent / "tests" / "decoys" / "silent-queue"
@@ -56,16 +55,6 @@ EVERY_KIND = [
 DONE = ("SUCCESS", "FAILURE")
 COLOURS = {"PENDING": "#d4a72c", "SUCCESS": "#1a7f37", "FAILURE": "#cf222e"}
 
-_workspace: list[Path] = []
-
-
-def _temp(prefix: str) -> Path:
-    if not _workspace:
-        _workspace.append(Path(tempfile.mkdtemp(prefix="loopkata-nb07-")))
-        atexit.register(shutil.rmtree, _workspace[0], ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=_workspace[0]))
-
-
 def worker_commands(package: Path, deploy: str = "Procfile") -> list[str]:
     """The command lines of the Celery workers a deploy file starts (read as `loopkata scan` reads it)."""
     import shlex
@@ -77,12 +66,7 @@ def worker_commands(package: Path, deploy: str = "Procfile") -> list[str]:
 
 def variant(package: Path, decoy: str) -> Path:
     """A copy of `package` with the decoy tests/decoys/silent-queue/<decoy>/ laid over it."""
-    folder = _temp(decoy + "-") / Path(package).name
-    shutil.copytree(package, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    for f in (DECOYS / decoy).iterdir():
-        if f.is_file() and f.name != "__init__.py":  # a decoy's __init__ is its docstring: why it is wrong
-            shutil.copy2(f, folder / f.name)
-    return folder
+    return decoy_over(package, DECOYS / decoy, "")
 
 
 # Runs first in every child: a fresh broker folder, chosen before the app is imported
