@@ -35,7 +35,7 @@ import pytest
 
 from loopkata.grading import runner
 from loopkata.model import catalogue
-from loopkata import lab as lab_launcher
+from loopkata.learner import lab as lab_launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "screenshots"
