@@ -35,10 +35,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(BIN)/jupyter trust notebooks/*.ipynb
 	@touch $@
 
-# The whole collection in the file browser, the start page open (src/loopkata/lab.py; the
+# The whole collection in the file browser, the start page open (src/loopkata/learner/lab.py; the
 # browser stage of the suite starts its lab from the same code).
 lab: $(STAMP)
-	$(BIN)/python -m loopkata.lab
+	$(BIN)/python -m loopkata.learner.lab
 
 # The suite: engine tests, every kata proven three ways, every notebook under nbval
 # (conftest.py keeps its progress apart from the learner's, and each notebook on one worker).

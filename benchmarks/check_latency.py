@@ -9,7 +9,7 @@ time to a hang verdict for a check whose only test deadlocks.
     .venv/bin/python benchmarks/check_latency.py [--runs N] [--no-decoys] [--kata ID]
 
 Each run also writes its figures to benchmarks/check_latency.json (a run of one
-kata replaces only that kata's), from which `python -m loopkata.tables --write`
+kata replaces only that kata's), from which `python -m loopkata.authoring.tables --write`
 makes the README's table: the table cannot say more than was measured.
 
 Targets on a 2-core machine: every failing check at most 2.0 s, every passing
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from loopkata import catalogue  # noqa: E402
+from loopkata.model import catalogue  # noqa: E402
 
 RECORD = ROOT / "benchmarks" / "check_latency.json"
 
@@ -70,7 +70,7 @@ def hang_verdict_seconds(runs: int) -> float:
         (tmp / "tests" / "hidden" / "test_deadlock.py").write_text(HIDDEN)
         (tmp / "impl.py").write_text(DEADLOCK)
         code = (
-            "import dataclasses, sys; from pathlib import Path; from loopkata import catalogue, runner; "
+            "import dataclasses, sys; from pathlib import Path; from loopkata.grading import runner; from loopkata.model import catalogue; "
             "k = dataclasses.replace(catalogue.find('1'), root=Path(sys.argv[1]), tests='hidden/test_deadlock.py', hang_after=1.0); "
             "r = runner.check(k, Path(sys.argv[1]) / 'impl.py'); assert r.verdict == 'hang', r"
         )
@@ -146,7 +146,7 @@ def write_record(measured: dict, hang: float, runs: int) -> None:
         record["katas"][kata_id] = figures
     record["hang_verdict"] = hang
     RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"figures written to {RECORD.relative_to(ROOT)}; `python -m loopkata.tables --write` puts them in the README")
+    print(f"figures written to {RECORD.relative_to(ROOT)}; `python -m loopkata.authoring.tables --write` puts them in the README")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from loopkata import catalogue  # noqa: E402
+from loopkata.model import catalogue  # noqa: E402
 
 
 def at_once(kata, impl: Path, count: int) -> list[tuple[float, str]]:

@@ -27,7 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from loopkata import catalogue, progress, scan  # noqa: E402
+from loopkata import scan  # noqa: E402
+from loopkata.learner import progress
+from loopkata.model import catalogue
 
 TARGET = 0.5  # seconds per 10,000 lines
 EXPECTED = re.compile(r"#\s*expect:\s*(LK\d\d(?:\s*,\s*LK\d\d)*)")

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from loopkata import catalogue  # noqa: E402
+from loopkata.model import catalogue  # noqa: E402
 
 # (group, how a test's "classname" or file starts): the first that matches names the group.
 GROUPS = [

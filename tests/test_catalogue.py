@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import catalogue
+from loopkata.model import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGUE = (ROOT / "katas" / "catalogue.toml").read_text(encoding="utf-8")
@@ -180,7 +180,7 @@ def test_requires_names_only_earlier_katas(tmp_path):
 
 def test_every_kata_says_what_to_do_first_and_how_long_it_takes():
     """each kata has a time estimate, and its prerequisites are shown by number and id"""
-    from loopkata import effort
+    from loopkata.room import effort
 
     katas = catalogue.load(ROOT)
     missing = [k.id for k in katas if not k.minutes]
@@ -215,12 +215,13 @@ def test_the_notebook_panel_shows_the_paragraph(tmp_path, monkeypatch):
 
 def test_a_testers_record_adds_the_measured_time_to_solve():
     """where learners' check records exist, the time shown adds their median time from first check to solved"""
-    from loopkata import effort, progress, room
+    from loopkata.learner import progress
+    from loopkata.room import effort, exports
 
     def record(seconds):
-        rec = room.KataRecord(status=progress.SOLVED, checks=4, seconds_to_solve=seconds, hints_seen=[1],
-                              failing=[], files={})
-        return room.Record(source=Path("t.json"), learner="t", exported_at="", katas={"loop-id-reuse": rec})
+        rec = exports.KataRecord(status=progress.SOLVED, checks=4, seconds_to_solve=seconds, hints_seen=[1],
+                                 failing=[], files={})
+        return exports.Record(source=Path("t.json"), learner="t", exported_at="", katas={"loop-id-reuse": rec})
 
     k = catalogue.find("loop-id-reuse", ROOT)
     label = effort.time_label(k, [record(300.0), record(900.0)])

@@ -13,8 +13,10 @@ import time
 
 import pytest
 
-from loopkata import catalogue, hints, progress, runner
-from loopkata.report import render_text
+from loopkata.grading import runner
+from loopkata.learner import hints, progress
+from loopkata.model import catalogue
+from loopkata.grading.report import render_text
 from loopkata.testing import Hang, run_bounded
 from test_grader import synthetic_kata
 
@@ -319,7 +321,7 @@ asyncio.run(main())
 def test_a_spinning_reproduction_is_a_hang_that_names_its_line_not_a_crash():
     """run_isolated kills a loop that never yields and says where it spun; the stack dump
     is taken while holding the GIL (faulthandler's own dump of a busy thread can segfault on 3.12+)"""
-    from loopkata.repro import run_isolated
+    from loopkata.grading.repro import run_isolated
 
     # 4 s: on a loaded machine the child's own start-up (Python, the prelude's imports) can take a
     # second or more before the loop even spins, and a dump taken then has no line of it yet.

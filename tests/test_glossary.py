@@ -1,7 +1,7 @@
 """The glossary and the notebooks agree.
 
 - every glossary term a notebook uses is a link to its entry at its first use
-  (first use: see loopkata/glossary.py; `python -m loopkata.glossary --write` adds the links);
+  (first use: see loopkata/authoring/glossary.py; `python -m loopkata.authoring.glossary --write` adds the links);
 - every link to glossary.md points at an entry that exists;
 - every entry is short, and its "Shown in" links open notebooks that exist, by their titles;
 - the rules that decide a first use, and `--write`, on a notebook made for the purpose.
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import catalogue, glossary
+from loopkata.authoring import glossary
+from loopkata.model import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -95,7 +96,7 @@ def test_every_term_is_linked_at_its_first_use(notebook):
     all_linked = not missing
     assert all_linked, (
         f"{notebook.name}: {len(missing)} glossary terms are not linked where the notebook first uses them "
-        f"(`python -m loopkata.glossary --write notebooks/{notebook.name}` links them):\n"
+        f"(`python -m loopkata.authoring.glossary --write notebooks/{notebook.name}` links them):\n"
         + "\n".join(f"  {t.name!r}, cell {u.cell}: {u.sentence}" for t, u in missing)
     )
 

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import catalogue, hints, progress, runner, services
-from loopkata.report import render_text
+from loopkata import services
+from loopkata.grading import runner
+from loopkata.learner import hints, progress
+from loopkata.model import catalogue
+from loopkata.grading.report import render_text
 
 ROOT = Path(__file__).resolve().parents[1]
 

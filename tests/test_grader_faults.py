@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from test_grader import synthetic_kata
 
-from loopkata import runner
-from loopkata.report import render_text
+from loopkata.grading import runner
+from loopkata.grading.report import render_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -292,7 +292,8 @@ def test_a_flood_of_output_does_not_grow_the_grader(tmp_path):
     ''', budget=60, hang_after=55)
     code = ("import resource, sys, dataclasses\n"
             "from pathlib import Path\n"
-            "from loopkata import catalogue, runner\n"
+            "from loopkata.grading import runner\n"
+            "from loopkata.model import catalogue\n"
             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
             f"kata = dataclasses.replace(catalogue.find('bound-semaphore'), root=Path({str(tmp_path)!r}), "
             "tests='hidden/test_synthetic.py', budget_seconds=60, hang_after=55)\n"

@@ -19,8 +19,9 @@ import re
 import pytest
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from loopkata import catalogue, runner
-from loopkata.report import render_text
+from loopkata.grading import runner
+from loopkata.model import catalogue
+from loopkata.grading.report import render_text
 
 KATAS = catalogue.load()
 PYTHON = platform.python_version()

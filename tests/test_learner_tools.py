@@ -7,8 +7,10 @@ import dataclasses
 import json
 from pathlib import Path
 
-from loopkata import catalogue, hints, progress, runner
-from loopkata.report import render_text
+from loopkata.grading import runner
+from loopkata.learner import hints, progress
+from loopkata.model import catalogue
+from loopkata.grading.report import render_text
 from test_state import loopkata, make_project
 
 

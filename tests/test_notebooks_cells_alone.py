@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from loopkata import catalogue
+from loopkata.model import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 # Whether a cell imports what it calls does not depend on the Python: CI runs this on 3.11 only.

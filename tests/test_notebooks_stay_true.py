@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from loopkata import catalogue
+from loopkata.model import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 # Whether a cell reads the learner's file is a property of the notebook's code, not of the Python:

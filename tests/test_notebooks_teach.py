@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import catalogue, progress, runner
-from loopkata.report import render_text
+from loopkata.grading import runner
+from loopkata.learner import progress
+from loopkata.model import catalogue
+from loopkata.grading.report import render_text
 
 ROOT = Path(__file__).resolve().parents[1]
 KATAS = catalogue.load()

@@ -20,7 +20,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from loopkata import catalogue, progress, regrade, sandbox
+from loopkata.learner import progress
+from loopkata.model import catalogue
+from loopkata.room import regrade, sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 KATA_ID = "bound-semaphore"

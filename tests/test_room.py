@@ -12,7 +12,10 @@ import struct
 from datetime import datetime
 from pathlib import Path
 
-from loopkata import catalogue, progress, room, runner
+from loopkata.learner import export
+from loopkata.grading import runner
+from loopkata.learner import progress
+from loopkata.model import catalogue
 from test_state import loopkata, make_project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +35,7 @@ def room_env() -> dict:
 def an_export(learner: str, status: str, checks: int, seconds=None, failing=(), files=None) -> dict:
     """An export as `loopkata progress --export` writes it, with bound-semaphore only."""
     return {
-        "format": room.FORMAT, "version": room.VERSION, "learner": learner, "exported_at": "2026-12-01T09:00:00+00:00",
+        "format": export.FORMAT, "version": export.VERSION, "learner": learner, "exported_at": "2026-12-01T09:00:00+00:00",
         "katas": {KATA: {
             "number": 1, "title": "The semaphore bound to a dead loop", "status": status, "checks": checks,
             "seconds_to_solve": seconds, "hints_seen": [], "solution_seen": False, "last_verdict": "",
@@ -81,8 +84,8 @@ def test_an_export_after_real_checks_holds_checks_time_hints_failing_tests_and_f
     assert out.returncode == 0 and "attempted.json" in out.stdout, \
         f"expected exit 0 and a line naming the file, got {out.returncode}:\n{out.stdout}{out.stderr}"
     data = read_json(tmp_path / "attempted.json")
-    assert (data["format"], data["version"], data["learner"]) == (room.FORMAT, room.VERSION, "alice"), \
-        f"expected format {room.FORMAT!r}, version {room.VERSION} and learner 'alice', got {data['format']!r}, " \
+    assert (data["format"], data["version"], data["learner"]) == (export.FORMAT, export.VERSION, "alice"), \
+        f"expected format {export.FORMAT!r}, version {export.VERSION} and learner 'alice', got {data['format']!r}, " \
         f"{data['version']!r}, {data['learner']!r}"
     assert datetime.fromisoformat(data["exported_at"]).tzinfo is not None, \
         f"expected an ISO 8601 time with its zone, got {data['exported_at']!r}"
@@ -141,7 +144,7 @@ def test_a_progress_file_from_before_the_new_fields_loads_and_counts_on(tmp_path
     assert (entry["checks"], entry["first_check_at"], entry["hints_seen"]) == (2, None, [0]), \
         f"expected 2 checks (the old one and this), the first check's time unknown, hints kept; got " \
         f"{entry['checks']}, {entry['first_check_at']!r}, {entry['hints_seen']}"
-    assert room.seconds_to_solve(entry, progress.SOLVED) is None, \
+    assert export.seconds_to_solve(entry, progress.SOLVED) is None, \
         "expected no time to solve when the first check's time is unknown"
 
 

@@ -9,7 +9,7 @@ import json
 import re
 import shutil
 
-from loopkata import room
+from loopkata.room import exports
 from test_room import KATA, KATA_FILE, an_export, png_size, room_env, table_row, write
 from test_state import loopkata
 
@@ -101,8 +101,8 @@ def test_regrade_with_a_300_character_file_name_skips_that_export_at_loading(tmp
     deep = "katas/" + "/".join(["d" * 200] * 10) + "/x.py"
     write(tmp_path / "long-path.json", an_export("trudy", "solved", 1, files={deep: "x"}))
     out = run_room(tmp_path, "--regrade", "alice.json", "long-name.json", "long-path.json")
-    assert_room_goes_on(out, tmp_path, {"long-name.json": f"longer than {room.MAX_NAME_BYTES} bytes",
-                                        "long-path.json": f"longer than {room.MAX_PATH_BYTES} bytes"}, ["alice"])
+    assert_room_goes_on(out, tmp_path, {"long-name.json": f"longer than {exports.MAX_NAME_BYTES} bytes",
+                                        "long-path.json": f"longer than {exports.MAX_PATH_BYTES} bytes"}, ["alice"])
 
 
 def test_regrade_with_a_path_both_a_file_and_a_folder_skips_that_export_at_loading(tmp_path):

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loopkata import catalogue, progress, scan
+from loopkata import scan
+from loopkata.learner import progress
+from loopkata.model import catalogue
 from loopkata.scan import bounded_yaml, celery_routes, command, files, output, python_rules, ruff_rules
 
 ROOT = Path(__file__).resolve().parents[1]

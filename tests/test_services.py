@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import embedded_postgres, services
+from loopkata import services
+from loopkata.services import embedded_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -197,7 +198,7 @@ def test_a_notebook_kernel_stops_its_server_when_it_shuts_down(tmp_path):
 WORKER_OWNER = """
 import sys, tempfile
 from pathlib import Path
-from loopkata import celery_workers
+from loopkata.services import celery_workers
 folder = Path(tempfile.mkdtemp())
 (folder / "reports").symlink_to(Path(sys.argv[1]).resolve(), target_is_directory=True)
 env = celery_workers.broker_env(folder / "broker")
@@ -237,7 +238,7 @@ def test_a_check_of_the_celery_kata_leaves_no_worker_behind():
 
 def test_a_worker_that_cannot_start_says_why(tmp_path):
     """a deploy command that cannot start a worker gives its own output, not a silent wait"""
-    from loopkata import celery_workers
+    from loopkata.services import celery_workers
 
     (tmp_path / "reports").symlink_to(ROOT / "katas" / "07_silent_queue", target_is_directory=True)
     with pytest.raises(celery_workers.WorkerError) as raised:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import readme_screenshot, tables
+from loopkata.authoring import readme_screenshot, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ def test_the_docs_tables_are_the_ones_the_project_makes(file, name, make):
     found = tables.current(ROOT, file, name)
     assert found is not None, f"expected {file} to hold a table between <!-- {name} --> and <!-- end {name} --> markers"
     expected = make()
-    assert found == expected, (f"{file}'s {name} table is stale (run `python -m loopkata.tables --write`); "
+    assert found == expected, (f"{file}'s {name} table is stale (run `python -m loopkata.authoring.tables --write`); "
                                f"it should read:\n{expected}")
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import catalogue, progress, starters
+from loopkata.learner import progress
+from loopkata.authoring import starter_manifest
+from loopkata.model import catalogue, starters
 
 ROOT = Path(__file__).resolve().parents[1]
 KATA_1 = Path("katas/01_bound_semaphore.py")
@@ -246,10 +248,10 @@ def test_the_starter_manifest_matches_the_starters_in_katas():
         return {(s["kata"], s["path"]): (s["sha256"], s["blob"]) for s in tomllib.loads(text)["starter"]}
 
     recorded = entries((ROOT / starters.MANIFEST).read_text(encoding="utf-8"))
-    actual = entries(starters.manifest_text(ROOT))
+    actual = entries(starter_manifest.manifest_text(ROOT))
     differ = sorted(k for k in recorded.keys() | actual.keys() if recorded.get(k) != actual.get(k))
     assert not differ, (f"expected the manifest to match katas/, these differ: {differ}. "
-                        "If a starter changed on purpose, run: python -m loopkata.starters --write")
+                        "If a starter changed on purpose, run: python -m loopkata.authoring.starter_manifest --write")
 
 
 def test_a_committed_edit_is_not_untouched_and_reset_restores_the_shipped_starter(tmp_path):

@@ -14,7 +14,7 @@ filesystem transport in a new folder per run: a message is a file,
   package's Celery app, pointed at a fresh broker folder (`broker`);
   `said(out)` prints what it printed.
 - `deploy(package, commands, sends, watch, then)`: start real workers from
-  `commands` (`loopkata.celery_workers`: each in its own process group,
+  `commands` (`loopkata.services.celery_workers`: each in its own process group,
   killed on the way out), send `sends` by task name, and poll every task's
   state for `watch` seconds (`until_done`: stop once all are done). With
   `then`, the first workers are stopped and `then`'s workers start on the
@@ -34,14 +34,13 @@ the pristine starter's, or a decoy's laid over them.
 """
 from __future__ import annotations
 
-import atexit
 import concurrent.futures
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 from loopkata import run_isolated
+
+from .shared import decoy_over
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 DECOYS = NOTEBOOKS.parent / "tests" / "decoys" / "silent-queue"
@@ -57,16 +56,6 @@ DONE = ("SUCCESS", "FAILURE")
 COLOURS = {"PENDING": "#d4a72c", "SUCCESS": "#1a7f37", "FAILURE": "#cf222e"}
 HATCHES = {"PENDING": "///"}  # waiting reads apart from done without telling amber from green
 
-_workspace: list[Path] = []
-
-
-def _temp(prefix: str) -> Path:
-    if not _workspace:
-        _workspace.append(Path(tempfile.mkdtemp(prefix="loopkata-nb07-")))
-        atexit.register(shutil.rmtree, _workspace[0], ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=_workspace[0]))
-
-
 def worker_commands(package: Path, deploy: str = "Procfile") -> list[str]:
     """The command lines of the Celery workers a deploy file starts (read as `loopkata scan` reads it)."""
     import shlex
@@ -78,12 +67,7 @@ def worker_commands(package: Path, deploy: str = "Procfile") -> list[str]:
 
 def variant(package: Path, decoy: str) -> Path:
     """A copy of `package` with the decoy tests/decoys/silent-queue/<decoy>/ laid over it."""
-    folder = _temp(decoy + "-") / Path(package).name
-    shutil.copytree(package, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    for f in (DECOYS / decoy).iterdir():
-        if f.is_file() and f.name != "__init__.py":  # a decoy's __init__ is its docstring: why it is wrong
-            shutil.copy2(f, folder / f.name)
-    return folder
+    return decoy_over(package, DECOYS / decoy, "")
 
 
 # Runs first in every child: a fresh broker folder, chosen before the app is imported
@@ -93,7 +77,7 @@ import json, os, sys, tempfile, time
 from pathlib import Path
 for key in ("CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"):
     os.environ.pop(key, None)                  # always the broker of files, never a server
-from loopkata import celery_workers
+from loopkata.services import celery_workers
 _tmp = Path(tempfile.mkdtemp(prefix="loopkata-nb07-run-"))
 import atexit, shutil
 atexit.register(shutil.rmtree, _tmp, ignore_errors=True)   # the broker's files and the app's link go with the child
@@ -144,7 +128,7 @@ def said(out) -> None:
 _DEPLOY = r"""
 import re
 
-from loopkata.celery_workers import running, start
+from loopkata.services.celery_workers import running, start
 
 def banner_tasks(worker):
     "The task names a worker lists under [tasks] in its banner: what it knows how to run."

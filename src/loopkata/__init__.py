@@ -15,7 +15,7 @@ def __getattr__(name):
 
         return getattr(panel, name)
     if name == "run_isolated":
-        from .repro import run_isolated
+        from .grading.repro import run_isolated
 
         return run_isolated
     raise AttributeError(name)

@@ -8,9 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from . import catalogue, effort, hints, progress, regrade, runner, workshop
-from .report import render_text
-from .testing import display_path
+from .grading import runner
+from .grading.report import render_text
+from .learner import backups, export, hints, progress
+from .model import catalogue
+from .model.paths import display_path
+from .room import command as room_command
+from .room import effort, regrade, workshop
 
 
 def _kata(name: str) -> catalogue.Kata:
@@ -146,8 +150,8 @@ def cmd_reset(args) -> int:
         print(f"{_from_root(kata.kata_path)} is already the starter of {kata.id}: nothing to restore or to back up.")
         return 0
     try:
-        saved, problem = progress.reset(kata), None
-    except (progress.StarterUnavailable, progress.BackupFailed) as exc:
+        saved, problem = backups.reset(kata), None
+    except (progress.StarterUnavailable, backups.BackupFailed) as exc:
         print(exc, file=sys.stderr)  # refused before touching anything
         return 1
     except progress.NotSaved as exc:
@@ -166,7 +170,7 @@ def cmd_reset(args) -> int:
 def cmd_restore(args) -> int:
     """Bring back a backup made by reset (the latest by default)."""
     kata = _kata(args.kata)
-    found = progress.backups(kata)
+    found = backups.backups(kata)
     if args.list:
         if not found:
             print(f"No backups of {kata.id} yet (reset and restore make them).")
@@ -186,8 +190,8 @@ def cmd_restore(args) -> int:
             return 1
         chosen = named[0]
     try:
-        saved, problem = progress.restore(kata, chosen), None
-    except progress.BackupFailed as exc:
+        saved, problem = backups.restore(kata, chosen), None
+    except backups.BackupFailed as exc:
         print(exc, file=sys.stderr)
         return 1
     except progress.NotSaved as exc:
@@ -284,8 +288,7 @@ def cmd_watch(args) -> int:
 
 def cmd_progress(args) -> int:
     if args.export:
-        from . import room
-        return room.cmd_export(args)
+        return export.cmd_export(args)
     katas = catalogue.load()
     statuses = [(k, progress.status(k)) for k in katas]
     counts = {s: sum(1 for _, st in statuses if st == s) for s in (progress.SOLVED, progress.ATTEMPTED, progress.UNTOUCHED)}
@@ -300,12 +303,11 @@ def cmd_progress(args) -> int:
 
 
 def cmd_room(args) -> int:
-    from . import room  # matplotlib is loaded only for a room
-
-    return room.cmd_room(args)
+    return room_command.cmd_room(args)
 
 
 def cmd_scan(args) -> int:
+    # Imported here for start-up speed: the scan's rules load only when a scan runs.
     from .scan import command
 
     return command.run(args.paths, args.select, args.ignore, args.format)

@@ -16,8 +16,11 @@ from pathlib import Path
 import ipywidgets as widgets
 from IPython.display import display
 
-from . import catalogue, hints, progress, questions, runner
-from .report import MARK, headline, render_text, stack_repeats
+from .grading import runner
+from .grading.report import MARK, headline, render_text, stack_repeats
+from .learner import hints, progress, questions
+from .model import catalogue
+from .room import effort
 
 _COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "hang": "#9a6700", "error": "#cf222e"}
 
@@ -235,8 +238,6 @@ def once_solved(name: str):
 
 def progress_table():
     """Every kata with its status, read from the catalogue and .loopkata/progress.json."""
-    from . import effort
-
     try:
         every = catalogue.load()
         katas = [(k, progress.status(k)) for k in every]

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import catalogue, runner
-from loopkata import lab as lab_launcher
+from loopkata.grading import runner
+from loopkata.model import catalogue
+from loopkata.learner import lab as lab_launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "screenshots"
@@ -47,7 +48,7 @@ CHROMIUM_FLAGS = [
 ]
 VIEWPORT = {"width": 1280, "height": 900}
 
-# On top of the learner's lab settings (loopkata.lab), for the test server only: cell timings
+# On top of the learner's lab settings (loopkata.learner.lab), for the test server only: cell timings
 # recorded, so a saved notebook says how long its run took.
 TIMING = {"@jupyterlab/notebook-extension:tracker": {"recordTiming": True}}
 
@@ -165,7 +166,7 @@ def _answers(url: str, token: str) -> bool:
 
 
 def _start_lab(root: Path, tmp: Path) -> Lab:
-    """The lab `make lab` starts (loopkata.lab.command), on a port and token of the test's own."""
+    """The lab `make lab` starts (loopkata.learner.lab.command), on a port and token of the test's own."""
     settings = lab_launcher.write_settings(tmp / "lab-app-settings", extra=TIMING)
     env = {
         **os.environ,

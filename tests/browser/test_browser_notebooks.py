@@ -20,7 +20,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from loopkata import catalogue, readme_screenshot
+from loopkata.authoring import readme_screenshot
+from loopkata.model import catalogue
 
 ROOT = Path(__file__).resolve().parents[2]
 KATAS = catalogue.load(ROOT)
@@ -393,10 +394,10 @@ def test_a_kata_file_opens_from_a_notebook_link_and_an_edit_is_saved(lab, browse
 
 
 def test_make_lab_starts_the_lab_the_browser_stage_tests():
-    """`make lab` runs loopkata.lab, the launcher the browser stage starts its server with"""
+    """`make lab` runs loopkata.learner.lab, the launcher the browser stage starts its server with"""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # run from `make test`
     planned = subprocess.run(["make", "-n", "--no-print-directory", "lab"], cwd=ROOT, capture_output=True, text=True,
                              timeout=60, env=env)
     last = [line for line in planned.stdout.splitlines() if line.strip() and not line.startswith("make")][-1]
-    assert last.endswith("python -m loopkata.lab"), (
-        f"expected `make lab` to run `python -m loopkata.lab` (what this stage starts), it runs: {last}")
+    assert last.endswith("python -m loopkata.learner.lab"), (
+        f"expected `make lab` to run `python -m loopkata.learner.lab` (what this stage starts), it runs: {last}")

@@ -27,7 +27,7 @@ import cross_loop_pool_scenarios  # beside this file; stdlib imports only, the k
 import pytest
 
 from loopkata import services
-from loopkata.supervise import kill_group_of
+from loopkata.grading.supervise import kill_group_of
 from loopkata.testing import Hang, describe_frames, hang_after
 
 SCENARIOS = Path(__file__).with_name("cross_loop_pool_scenarios.py")

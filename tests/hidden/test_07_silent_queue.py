@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkata import celery_workers
+from loopkata.services import celery_workers
 from loopkata.scan import celery_routes
 
 TASKS = {  # name -> args: one task of every kind the app routes

@@ -5,6 +5,8 @@ import functools
 import json
 from pathlib import Path
 
+from ..model import catalogue
+
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 HOME = "https://github.com/loop-katas/loop-katas"
 
@@ -14,8 +16,6 @@ def notebook(rule: str) -> str:
     """Where rule LKnn is taught: kata nn's notebook, from the catalogue when this is a Loop Katas folder."""
     number = int(rule[2:])
     try:
-        from .. import catalogue
-
         kata = next(k for k in catalogue.load() if k.number == number)
         return f"notebooks/{kata.notebook}"
     except Exception:  # noqa: BLE001 - scanning another project: no catalogue at hand

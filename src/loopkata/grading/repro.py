@@ -21,7 +21,7 @@ from pathlib import Path
 _PRELUDE = (
     "import os, runpy, signal, sys, time; "
     "sys.path.append({package_home!r}); "  # where this loopkata lives, installed or not
-    "from loopkata.stackdump import dump_stacks_later, dump_stacks_on; "
+    "from loopkata.grading.stackdump import dump_stacks_later, dump_stacks_on; "
     "fd = os.open({stacks!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600); "
     # The dump's time is the parent's (a wall-clock instant), so a child that started late dumps in time.
     "dump_stacks_later({dump_at!r} - time.time(), fd); dump_stacks_on(signal.SIGUSR1, fd); del fd; "
@@ -107,7 +107,7 @@ def run_isolated(code: str, timeout: float = 5.0, env: dict | None = None) -> Ou
         script, stacks = Path(tmp, "repro.py"), Path(tmp, "stacks.txt")
         script.write_text(textwrap.dedent(code), encoding="utf-8")
         prelude = _PRELUDE.format(dump_at=time.time() + max(timeout - 0.3, 0.1), stacks=str(stacks), script=str(script),
-                                  package_home=str(Path(__file__).resolve().parents[1]))
+                                  package_home=str(Path(__file__).resolve().parents[2]))
         child = subprocess.Popen(
             [sys.executable, "-c", prelude], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL, text=True, start_new_session=True, cwd=tmp,

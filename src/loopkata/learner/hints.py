@@ -1,8 +1,8 @@
 """Progressive hints: the next unseen hint that matches the learner's last failure."""
 from __future__ import annotations
 
+from ..model.catalogue import Hint, Kata, load
 from . import progress
-from .catalogue import Hint, Kata
 
 
 def next_hint(kata: Kata) -> tuple[int, Hint] | None:
@@ -37,7 +37,6 @@ def next_hint(kata: Kata) -> tuple[int, Hint] | None:
 
 def solved_message(kata: Kata) -> str:
     """What `hint` says for a solved kata: no hint spent, and where to go next."""
-    from .catalogue import load  # the whole list, to name the next kata
 
     later = [k for k in load(kata.root) if progress.status(k) != progress.SOLVED]
     following = next((k for k in later if k.number > kata.number), later[0] if later else None)

@@ -3,7 +3,7 @@
 Each kata of each learner is graded in a throw-away copy of what grading needs (the
 catalogue, the kata's hidden tests and this engine) holding the learner's files, never in
 the facilitator's checkout. The grading runs `loopkata check` there, in a sandbox where the
-machine allows it (loopkata.sandbox), with a scrubbed environment: no variable of the
+machine allows it (loopkata.room.sandbox), with a scrubbed environment: no variable of the
 facilitator's, HOME, TMPDIR and the working folder private to that one re-grade.
 
 What a re-grade proves: the learner's files, run here on this machine's hidden tests,
@@ -22,7 +22,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from . import catalogue, progress, runner, sandbox, services, starters
+from .. import services
+from ..grading import runner
+from ..learner import progress
+from ..model import catalogue, starters
+from ..model.paths import display_path
+from . import sandbox
+from .exports import Record, visible
+from .table import names
 
 GRADED, STARTER, UNAVAILABLE, REFUSED, NOTHING = "graded", "starter", "unavailable", "refused", "nothing"
 PROMISE = ("A re-grade runs each learner's files on this machine's hidden tests, in a throw-away copy "
@@ -72,7 +79,7 @@ def grading_copy(kata: catalogue.Kata, files: dict[str, bytes], into: Path) -> P
             shutil.copy2(kata.root / "katas" / name, into / "katas" / name)
     shutil.copytree(kata.tests_path.parent, into / "tests" / "hidden",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(Path(__file__).parent, into / "engine" / "loopkata",
+    shutil.copytree(Path(__file__).resolve().parents[1], into / "engine" / "loopkata",  # the whole package
                     ignore=shutil.ignore_patterns("__pycache__"))
     for rel, data in files.items():
         target = into.joinpath(*PurePosixPath(rel).parts)
@@ -140,3 +147,23 @@ def regrade_one(kata: catalogue.Kata, rec, learner: str = "", index: int = 0,
         out.detail = f"fails {len(graded.failures)} of {total}"
         out.failing = [t.title for t in graded.failures]
     return out
+
+
+def regrade_room(records: list[Record], announce=print) -> tuple[list[Regrade], list[str]]:
+    """Re-grade every kata of every record that claims something; one Regrade each, and one
+    line per kata this catalogue does not have."""
+    katas = {k.id: k for k in catalogue.load()}
+    results, problems = [], []
+    for i, (name, record) in enumerate(zip(names(records), records)):
+        for kata_id, rec in record.katas.items():
+            kata = katas.get(kata_id)
+            if kata is None:
+                problems.append(f"{visible(display_path(record.source))}: kata {visible(kata_id)!r} is not in this "
+                                "catalogue, so it was not re-graded")
+                continue
+            one = regrade_one(kata, rec, name, i)
+            results.append(one)
+            if one.how not in (STARTER, NOTHING) or one.differs:
+                mark = "   <- differs from the claim" if one.differs else ""
+                announce(visible(f"  {name}, {kata.label}: claimed {rec.status}, re-grade {one.detail}") + mark)
+    return results, problems

@@ -22,9 +22,9 @@ code spans, except a code span that holds exactly one of the term's spellings (`
 and "reference"), the longer match is the use. A link to `glossary.md#<anchor>` is a linked use
 of that anchor's term, whatever its text. Code cells and outputs are never read or changed.
 
-    python -m loopkata.glossary --check [NOTEBOOK ...]   # first uses that are not links; broken links
-    python -m loopkata.glossary --write [NOTEBOOK ...]   # turn each unlinked first use into a link
-    python -m loopkata.glossary --list  [NOTEBOOK ...]   # every term's first use, linked or not
+    python -m loopkata.authoring.glossary --check [NOTEBOOK ...]   # first uses that are not links; broken links
+    python -m loopkata.authoring.glossary --write [NOTEBOOK ...]   # turn each unlinked first use into a link
+    python -m loopkata.authoring.glossary --list  [NOTEBOOK ...]   # every term's first use, linked or not
 
 Without NOTEBOOK, every notebook in notebooks/. `--write` changes markdown cells only and is
 idempotent (a second run changes nothing); re-trust a changed notebook with `jupyter trust`.
@@ -37,6 +37,8 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..model.catalogue import project_root
 
 GLOSSARY = "glossary.md"
 
@@ -107,8 +109,6 @@ class Use:
 
 def project_notebooks(root: Path | None = None) -> Path:
     if root is None:
-        from .catalogue import project_root
-
         root = project_root()
     return Path(root) / "notebooks"
 
@@ -341,7 +341,7 @@ def _notebooks(names: list[str], folder: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loopkata.glossary", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m loopkata.authoring.glossary", description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="list first uses that are not links (exit 1 if any)")
     mode.add_argument("--write", action="store_true", help="link every first use that is not a link yet")

@@ -312,21 +312,6 @@ def for_tests_file(path: Path) -> Kata | None:
     return None
 
 
-def markdown_table(katas=None) -> str:
-    """The README's kata table, made from the catalogue (a test keeps the README in step)."""
-    katas = load() if katas is None else katas
-    from . import effort
-
-    records = effort.records(effort.ROOMS, katas[0].root if katas else None)
-    rows = ["| # | Kata | Notebook | What goes wrong | Do first | Time |", "| --- | --- | --- | --- | --- | --- |"]
-    for k in katas:
-        rows.append(
-            f"| {k.number:02d} | `{k.id}` | [{k.title}](notebooks/{k.notebook}) | {k.summary} "
-            f"| {effort.needs_label(k, katas)} | {effort.time_label(k, records)} |"
-        )
-    return "\n".join(rows)
-
-
 def wrong_fixes_table(katas=None) -> str:
     """The facilitator guide's table of wrong first fixes, from each decoy's own docstring
     (its first paragraph says the fix; a test keeps docs/workshop.md in step)."""

@@ -8,14 +8,14 @@ PostgreSQL is started here, by `postgres()`, once per process that needs it.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import ctypes
 import importlib.util
 import os
-import signal
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..model import catalogue
+from . import embedded_postgres
 
 # name -> (importable modules, what to do when missing)
 SERVICES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -70,16 +70,6 @@ _server = None
 _server_lock = threading.Lock()
 
 
-def die_with_parent(sig: int = signal.SIGKILL):
-    """A Popen preexec_fn: the child gets `sig` when the process that started it dies (Linux only).
-
-    It runs after Popen changed the child's user, which would clear the setting."""
-    def arm() -> None:
-        with contextlib.suppress(Exception):
-            ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
-    return arm
-
-
 def _external() -> Database | None:
     url = os.environ.get("DATABASE_URL", "").strip()
     if not url:
@@ -104,8 +94,6 @@ def postgres() -> Database:
     external = _external()
     if external:
         return external
-    from . import catalogue, embedded_postgres
-
     with _server_lock:
         if _server is None or _server.process.poll() is not None:
             try:  # $LOOPKATA_SERVICE_DATA: where a re-grade, whose project copy is read-only, keeps it

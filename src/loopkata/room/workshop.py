@@ -15,6 +15,8 @@ import sys
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from ..model.catalogue import CatalogueError, project_root
+
 DEFAULT_REPO = "https://github.com/loop-katas/loop-katas"
 START_PAGE = "notebooks/00_start_here.ipynb"
 
@@ -86,7 +88,6 @@ def public_repo_url(url: str) -> str:
 def default_repo(folder: Path | None = None) -> str:
     """The project's `origin` remote (as a public URL), else the collection's home on GitHub."""
     if folder is None:
-        from .catalogue import CatalogueError, project_root
         try:
             folder = project_root()
         except CatalogueError:  # not inside a checkout: the published collection is the right default
@@ -131,7 +132,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """`python -m loopkata.workshop link ...`: the same command outside the loopkata CLI."""
+    """`python -m loopkata.room.workshop link ...`: the same command outside the loopkata CLI."""
     p = argparse.ArgumentParser(prog="loopkata")
     add_parser(p.add_subparsers(dest="command", required=True))
     args = p.parse_args(argv)

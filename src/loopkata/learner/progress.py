@@ -1,9 +1,9 @@
-"""The learner's progress and files: status per kata, hints seen, starters, backups.
+"""The learner's progress: status per kata, hints seen, and the shipped starter as the learner sees it.
 
 State lives in .loopkata/ at the project root (or $LOOPKATA_STATE): progress.json,
 a small JSON file a learner can read or delete, plus starter snapshots and
-backups. Nothing here ever overwrites a learner's file without first copying it
-to .loopkata/backups/.
+backups. Nothing ever overwrites a learner's file without first copying it to
+.loopkata/backups/ (loopkata.learner.backups).
 
 Several commands may run at once (a watch, a notebook, a shell), so every change
 is a read-modify-write under an flock, written to a temp file and renamed into
@@ -17,7 +17,6 @@ import errno
 import fcntl
 import json
 import os
-import shutil
 import stat
 import sys
 import tempfile
@@ -26,10 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Callable
 
-from . import starters
-from .catalogue import Kata, project_root
-from .starters import StarterUnavailable  # noqa: F401  (raised by reset and starter_files)
-from .testing import display_path
+from ..model import starters
+from ..model.catalogue import Kata, project_root
+from ..model.paths import shown_path
+from ..model.starters import StarterUnavailable  # noqa: F401  (raised by reset and starter_files)
 
 SOLVED, ATTEMPTED, UNTOUCHED, MISSING = "solved", "attempted", "untouched", "missing"
 LOCK_WAIT = 10.0  # seconds; a lock holder does a few milliseconds of work, so longer means it is stuck
@@ -64,18 +63,8 @@ class NotSaved(Exception):
     def __str__(self) -> str:
         why = self.error.strerror or str(self.error)
         where = self.error.filename or state_dir()
-        return (f"Your progress could not be saved ({why}: {_shown(where)}); "
+        return (f"Your progress could not be saved ({why}: {shown_path(where)}); "
                 "set LOOPKATA_STATE to a writable folder to keep it.")
-
-
-class BackupFailed(Exception):
-    """The learner's version could not be backed up, so nothing was reset; str() is one paragraph."""
-
-
-def _shown(path) -> str:
-    """A path as a learner reads it: relative when under the current folder, else absolute."""
-    shown = display_path(path)
-    return str(Path(path).absolute()) if shown.startswith("..") else shown
 
 
 def state_dir() -> Path:
@@ -156,7 +145,7 @@ def _move_aside(path: Path, problem: str) -> None:
         n += 1
         dest = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
     os.replace(path, dest)
-    print(f"loopkata: {_shown(path)} was not valid progress ({problem}); kept it as {_shown(dest)}, "
+    print(f"loopkata: {shown_path(path)} was not valid progress ({problem}); kept it as {shown_path(dest)}, "
           "and your progress starts afresh.", file=sys.stderr)
 
 
@@ -226,7 +215,7 @@ def load_state() -> dict:
     except OSError as exc:
         if str(_state_file()) not in _warned:
             _warned.add(str(_state_file()))
-            print(f"loopkata: {_shown(_state_file())} is not valid progress ({problem}) and could not be "
+            print(f"loopkata: {shown_path(_state_file())} is not valid progress ({problem}) and could not be "
                   f"moved aside ({exc.strerror or exc}); ignoring it.", file=sys.stderr)
         return {}
 
@@ -322,90 +311,6 @@ def status(kata: Kata) -> str:
     if saved == SOLVED:
         return SOLVED
     return ATTEMPTED if saved == ATTEMPTED or not is_untouched(kata) else UNTOUCHED
-
-
-# --- backup and reset ------------------------------------------------------------
-
-def backup(kata: Kata) -> Path | None:
-    """Copy the learner's current version aside; returns the backup folder, None if there was nothing.
-
-    Raises BackupFailed (after removing a partial copy) when the copy cannot be made.
-    """
-    base = kata.root / "katas"
-    present = [rel for rel in starters.kata_files(kata, base) if (base / rel).is_file()]
-    if not present:
-        return None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    dest, n = state_dir() / "backups" / kata.id / stamp, 1
-    while dest.exists():
-        n += 1
-        dest = dest.with_name(f"{stamp}-{n}")
-    try:
-        for rel in present:
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(base / rel, dest / rel)
-    except OSError as exc:
-        shutil.rmtree(dest, ignore_errors=True)
-        raise BackupFailed(
-            f"Could not back up your version of {kata.id} ({exc.strerror or exc}: {_shown(exc.filename or dest)}), "
-            f"so nothing was reset: {_shown(kata.kata_path)} is as you left it. Make {_shown(state_dir())} "
-            f"writable, or set LOOPKATA_STATE to a writable folder, then run `loopkata reset {kata.id}` again."
-        ) from exc
-    return dest
-
-
-def reset(kata: Kata) -> Path | None:
-    """Back up the learner's version, then restore the shipped starter. Returns the backup folder (None: nothing to back up).
-
-    StarterUnavailable and BackupFailed are raised before any file is touched;
-    NotSaved (result: the backup folder) when only the progress could not be written.
-    """
-    starter = starter_files(kata)
-    saved = backup(kata)
-    base = kata.root / "katas"
-    if (base / kata.path).is_dir():
-        for rel in starters.kata_files(kata, base):
-            if rel not in starter:
-                (base / rel).unlink()  # already in the backup
-    for rel, data in starter.items():
-        (base / rel).parent.mkdir(parents=True, exist_ok=True)
-        (base / rel).write_bytes(data)
-    try:
-        update(kata, status=UNTOUCHED, last_verdict="", last_failure="", hints_seen=[])
-    except NotSaved as exc:
-        raise NotSaved(exc.error, saved) from exc.error
-    return saved
-
-
-def backups(kata: Kata) -> list[Path]:
-    """The kata's backups, oldest first (their names are timestamps)."""
-    folder = state_dir() / "backups" / kata.id
-    if not folder.is_dir():
-        return []
-    return sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: (p.stat().st_mtime, p.name))
-
-
-def restore(kata: Kata, source: Path) -> Path | None:
-    """Put a backup back in katas/, after backing up what is there now (a restore can be undone too).
-
-    Returns the backup of the version that was replaced (None: nothing was there).
-    """
-    saved = backup(kata)
-    base = kata.root / "katas"
-    files = [p for p in source.rglob("*") if p.is_file()]
-    if (base / kata.path).is_dir():
-        for rel in starters.kata_files(kata, base):
-            if not (source / rel).is_file():
-                (base / rel).unlink()  # already in the new backup
-    for f in files:
-        rel = f.relative_to(source)
-        (base / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f, base / rel)
-    try:
-        update(kata, status=ATTEMPTED, last_verdict="", last_failure="")
-    except NotSaved as exc:
-        raise NotSaved(exc.error, saved) from exc.error
-    return saved
 
 
 def pristine_starter(kata: Kata) -> Path:

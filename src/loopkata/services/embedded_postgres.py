@@ -29,7 +29,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .services import die_with_parent
+from .processes import die_with_parent
 
 START_TIMEOUT = 20.0
 

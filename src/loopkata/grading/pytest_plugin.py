@@ -20,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from . import catalogue, services
+from .. import services
+from ..model import catalogue
+from .bounded import Hang
+from .frames import describe_frames
 from .stackdump import dump_stacks_later
-from .testing import Hang, describe_frames
 
 _counter = itertools.count(1)
 _RESULT = pytest.StashKey[dict]()

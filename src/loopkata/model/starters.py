@@ -7,23 +7,21 @@ and the sha256 vouches for any copy (git's, a snapshot in the state folder, or
 the file in katas/ while it is still untouched).
 
 After changing a starter, regenerate the manifest (a test checks it):
-    python -m loopkata.starters --write
+    python -m loopkata.authoring.starter_manifest --write
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import subprocess
-import sys
 import tempfile
 import tomllib
 from pathlib import Path
 
 from . import catalogue
 from .catalogue import Kata
-from .testing import display_path
+from .paths import display_path
 
 MANIFEST = Path("katas") / "starters.toml"
 
@@ -50,26 +48,6 @@ def kata_files(kata: Kata, base: Path) -> list[Path]:
 
 
 # --- the manifest ------------------------------------------------------------
-
-def manifest_text(root: Path) -> str:
-    """The manifest for the starters now in root/katas/ (what --write stores)."""
-    lines = [
-        "# The starters as shipped, one [[starter]] per file: `loopkata reset` restores",
-        "# exactly these bytes and `loopkata list` calls a kata untouched only while it",
-        "# matches them. Regenerate after changing a starter: python -m loopkata.starters --write",
-    ]
-    for kata in catalogue.load(root):
-        for rel in kata_files(kata, root / "katas"):
-            data = (root / "katas" / rel).read_bytes()
-            lines += [
-                "", "[[starter]]",
-                f"kata = {json.dumps(kata.id)}",
-                f"path = {json.dumps(rel.as_posix())}",
-                f'sha256 = "{sha256(data)}"',
-                f'blob = "{blob_id(data)}"',
-            ]
-    return "\n".join(lines) + "\n"
-
 
 def expected(kata: Kata) -> dict[Path, dict]:
     """The manifest's entries for `kata`: relative path -> {"sha256", "blob"}; {} if it lists none."""
@@ -166,20 +144,3 @@ def load(kata: Kata, snapshots: Path) -> dict[Path, bytes]:
         )
     remember(found, snapshots)
     return found
-
-
-def main(argv: list[str]) -> int:
-    root = catalogue.project_root()
-    path, text = root / MANIFEST, manifest_text(root)
-    if argv == ["--write"]:
-        path.write_text(text, encoding="utf-8")
-        print(f"Wrote {display_path(path)}.")
-        return 0
-    current = path.read_text(encoding="utf-8") if path.exists() else ""
-    print(f"{display_path(path)} is up to date." if current == text
-          else f"{display_path(path)} does not match katas/: run python -m loopkata.starters --write")
-    return 0 if current == text else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,7 @@
 """Turns a CheckResult into words: the one text form shared by the CLI and the notebook panel."""
 from __future__ import annotations
 
-from .catalogue import Kata
+from ..model.catalogue import Kata
 from .runner import (
     ERROR,
     FAILED,

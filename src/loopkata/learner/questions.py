@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .catalogue import project_root
+from ..model.catalogue import project_root
 
 FILE = Path("notebooks") / "questions.toml"
 

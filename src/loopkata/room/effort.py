@@ -15,7 +15,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import catalogue, room
+from ..model import catalogue
+from .exports import Record, load_room
+from .table import median_seconds, solved_in_time
 
 RECORDS = Path("docs") / "workshop" / "records"
 ROOMS, TESTERS = "rooms", "testers"
@@ -29,20 +31,20 @@ class Measured:
     hints: float  # median number of hints seen
 
 
-def records(kind: str, root: Path | None = None) -> list[room.Record]:
+def records(kind: str, root: Path | None = None) -> list[Record]:
     """The exports of one kind (ROOMS or TESTERS) kept with the project; none is a normal state."""
     folder = (root or catalogue.project_root()) / RECORDS / kind
     if not folder.is_dir():
         return []
-    found, _ = room.load_room([folder])
+    found, _ = load_room([folder])
     return found
 
 
-def measured(kata_id: str, records: list[room.Record]) -> Measured | None:
-    solved = room.solved_in_time(records, kata_id)
+def measured(kata_id: str, records: list[Record]) -> Measured | None:
+    solved = solved_in_time(records, kata_id)
     if not solved:
         return None
-    return Measured(seconds=room.median_seconds(records, kata_id), records=len(solved),
+    return Measured(seconds=median_seconds(records, kata_id), records=len(solved),
                     checks=statistics.median(k.checks or 0 for k in solved),
                     hints=statistics.median(len(k.hints_seen) for k in solved))
 
@@ -51,7 +53,7 @@ def minutes(seconds: float) -> str:
     return f"{max(1, round(seconds / 60))} min"
 
 
-def time_label(kata: catalogue.Kata, records: list[room.Record]) -> str:
+def time_label(kata: catalogue.Kata, records: list[Record]) -> str:
     """"about 25 min (estimate)", and the median time to solve where learners' records (ROOMS) exist."""
     said = f"about {kata.minutes} min (estimate)" if kata.minutes else "no estimate yet"
     m = measured(kata.id, records)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from PIL import Image, PngImagePlugin
 
-from . import catalogue, runner
+from ..grading import runner
+from ..model import catalogue
 
 PATH = "docs/screenshot.png"
 KEY = "loopkata-headline"  # the PNG text chunk holding the panel's headline

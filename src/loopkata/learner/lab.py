@@ -1,12 +1,12 @@
-"""The JupyterLab a learner opens: `make lab` runs `python -m loopkata.lab`.
+"""The JupyterLab a learner opens: `make lab` runs `python -m loopkata.learner.lab`.
 
 It serves the whole collection (the project folder is the server's root, so katas/ is in
 the file browser and the notebooks' "Open katas/..." links work) and opens the start page,
 with JupyterLab's news and update toasts switched off. The suite's browser stage starts its
 lab from `command()` too, so what it tests is what a learner gets.
 
-    python -m loopkata.lab [JUPYTERLAB OPTIONS...]
-    python -m loopkata.lab --write-settings FOLDER   (Binder: the same settings, written once)
+    python -m loopkata.learner.lab [JUPYTERLAB OPTIONS...]
+    python -m loopkata.learner.lab --write-settings FOLDER   (Binder: the same settings, written once)
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import catalogue
+from ..model import catalogue
 
 START_PAGE = "notebooks/00_start_here.ipynb"
 # JupyterLab's own settings for the collection: no "Would you like to get notified about

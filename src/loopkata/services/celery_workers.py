@@ -19,9 +19,8 @@ import time
 import uuid
 from pathlib import Path
 
-from .scan.celery_routes import celery_args
-from .services import die_with_parent
-from .supervise import ended
+from ..scan.celery_routes import celery_args
+from .processes import die_with_parent, ended
 
 READY_TIMEOUT = 15.0
 # What makes a worker quick to start and stop; queue options are the deploy file's own.

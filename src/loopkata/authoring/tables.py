@@ -1,6 +1,6 @@
 """The tables the docs carry, made from the catalogue, the decoys and the testers' records.
 
-Each sits between `<!-- NAME ... -->` and `<!-- end NAME -->` markers. `python -m loopkata.tables --write`
+Each sits between `<!-- NAME ... -->` and `<!-- end NAME -->` markers. `python -m loopkata.authoring.tables --write`
 rewrites them; tests/test_setup.py fails when one is stale, so the docs cannot drift.
 """
 
@@ -11,7 +11,9 @@ import re
 import sys
 from pathlib import Path
 
-from . import catalogue, effort, scan
+from .. import scan
+from ..model import catalogue
+from ..room import effort
 
 LATENCY_RECORD = "benchmarks/check_latency.json"  # written by benchmarks/check_latency.py (make bench)
 
@@ -69,9 +71,22 @@ def scan_rules() -> str:
     return "\n".join(rows)
 
 
+def markdown_table(katas=None) -> str:
+    """The README's kata table, made from the catalogue (a test keeps the README in step)."""
+    katas = catalogue.load() if katas is None else katas
+    records = effort.records(effort.ROOMS, katas[0].root if katas else None)
+    rows = ["| # | Kata | Notebook | What goes wrong | Do first | Time |", "| --- | --- | --- | --- | --- | --- |"]
+    for k in katas:
+        rows.append(
+            f"| {k.number:02d} | `{k.id}` | [{k.title}](notebooks/{k.notebook}) | {k.summary} "
+            f"| {effort.needs_label(k, katas)} | {effort.time_label(k, records)} |"
+        )
+    return "\n".join(rows)
+
+
 # (file, marker name, what makes the table)
 BLOCKS = (
-    ("README.md", "kata-table", catalogue.markdown_table),
+    ("README.md", "kata-table", markdown_table),
     ("README.md", "scan-rules", scan_rules),
     ("docs/workshop.md", "wrong-fixes", catalogue.wrong_fixes_table),
     ("docs/workshop.md", "solve-times", effort.guide_table),
@@ -105,6 +120,6 @@ def write(root: Path) -> list[str]:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        raise SystemExit("usage: python -m loopkata.tables --write")
+        raise SystemExit("usage: python -m loopkata.authoring.tables --write")
     done = write(catalogue.project_root())
     print("rewrote " + ", ".join(done) if done else "every table is up to date")

@@ -1,0 +1,115 @@
+"""The room as a table: one row per learner, one column per kata, and where the room is stuck."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from ..learner import progress
+from ..model import catalogue
+from .exports import KataRecord, Record, visible
+
+MARK = {progress.SOLVED: "✓", progress.ATTEMPTED: "✗", progress.UNTOUCHED: "·", progress.MISSING: "?"}
+
+
+@dataclass(frozen=True)
+class Column:
+    id: str
+    number: int | None
+    title: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.number:02d}" if self.number is not None else self.id
+
+
+def columns(records: list[Record]) -> list[Column]:
+    """The katas the exports name: in this catalogue's order when there is one here, then any others by id."""
+    named = {kata_id: rec for r in records for kata_id, rec in r.katas.items()}
+    try:
+        known = [Column(k.id, k.number, k.title) for k in catalogue.load() if k.id in named]
+    except catalogue.CatalogueError:  # a room can be read outside a checkout; re-grading cannot
+        known = []
+    taken = {c.number for c in known}  # a number this catalogue gives another kata is shown as the id instead
+    others = [Column(kata_id, None if named[kata_id].number in taken else named[kata_id].number, named[kata_id].title)
+              for kata_id in set(named) - {c.id for c in known}]
+    return known + sorted(others, key=lambda c: (c.number is None, c.number or 0, c.id))
+
+
+def names(records: list[Record]) -> list[str]:
+    """Each record's learner, with its file's name when two exports name the same learner."""
+    count = {}
+    for r in records:
+        count[r.learner] = count.get(r.learner, 0) + 1
+    return [r.learner if count[r.learner] == 1 else f"{r.learner} ({visible(r.source.name)})" for r in records]
+
+
+def cell(rec: KataRecord | None) -> str:
+    """"✓ 3": the status's mark and how many checks ran ("?": not known); a bare "·" for a kata never checked."""
+    if rec is None:
+        return "-"
+    if rec.checks == 0:
+        return MARK[rec.status]
+    return f"{MARK[rec.status]} {'?' if rec.checks is None else rec.checks}"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def solved_in_time(records: list[Record], kata_id: str) -> list[KataRecord]:
+    """The records of `kata_id` that solved it and know how long that took."""
+    return [rec for r in records if (rec := r.katas.get(kata_id)) is not None
+            and rec.status == progress.SOLVED and rec.seconds_to_solve is not None]
+
+
+def median_seconds(records: list[Record], kata_id: str) -> float | None:
+    times = [rec.seconds_to_solve for rec in solved_in_time(records, kata_id)]
+    return statistics.median(times) if times else None
+
+
+def stuck(records: list[Record], kata_id: str) -> list[tuple[str, int]]:
+    """The hidden tests failing at the last check of learners who have not solved the kata, most learners first."""
+    count: dict[str, int] = {}
+    for r in records:
+        rec = r.katas.get(kata_id)
+        if rec is None or rec.status == progress.SOLVED:
+            continue
+        for title in {t["title"] for t in rec.failing}:
+            count[title] = count.get(title, 0) + 1
+    return sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def table(records: list[Record], cols: list[Column], marked: set[tuple[int, str]] = frozenset()) -> str:
+    """The room as text: one row per learner, one column per kata; `marked` (record index, kata id) get a "!"."""
+    who = names(records)
+    rows = [[n] + [cell(r.katas.get(c.id)) + ("!" if (i, c.id) in marked else "") for c in cols]
+            for i, (n, r) in enumerate(zip(who, records))]
+    solved = ["solved"] + [f"{sum(1 for r in records if getattr(r.katas.get(c.id), 'status', '') == progress.SOLVED)}"
+                           f"/{len(records)}" for c in cols]
+    median = ["median"] + [duration(median_seconds(records, c.id)) for c in cols]
+    header = ["learner"] + [c.label for c in cols]
+    every = [header, *rows, solved, median]
+    widths = [max(len(row[i]) for row in every) for i in range(len(header))]
+
+    def line(row):
+        return "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()
+
+    out = [f"{len(records)} learner{'s' if len(records) != 1 else ''}: ✓ solved, ✗ attempted, · untouched, "
+           "? missing; the number is how many checks ran" + ("; ! the re-grade disagrees" if marked else "")]
+    out += ["", line(header), *map(line, rows), "", line(solved), line(median) + "   (time from first check to solved)"]
+    out += ["", "Katas: " + ", ".join(f"{c.label} {c.id}" for c in cols if c.label != c.id)]
+    blocked = [(c, stuck(records, c.id)) for c in cols]
+    blocked = [(c, s) for c, s in blocked if s]
+    if blocked:
+        out += ["", "Where the room is stuck (hidden tests failing at the last check, learners not solved):"]
+        for c, tests in blocked:
+            for title, n in tests[:3]:
+                out.append(f"  {c.label} {c.id}: {n} learner{'s' if n != 1 else ''}: {title}")
+    return "\n".join(out)
