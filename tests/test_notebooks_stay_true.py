@@ -29,20 +29,33 @@ LEARNER_CELLS = re.compile(r'\bcheck\("[^"]+"\)\s*$|once_solved\(|progress_table
 
 
 def _names(source: str) -> tuple[set[str], set[str]]:
-    """(names a cell binds, names it reads); a cell Python cannot parse (a magic) binds nothing."""
+    """(names a cell binds, names it reads from earlier cells); a cell Python cannot parse (a magic)
+    binds nothing.
+
+    Only what the cell binds at its top level counts (a function's locals are its own), and a name
+    the cell binds itself is not read from an earlier cell: every cell imports what it calls, and
+    `for run in ...` makes its own `run`. A cell that reads a name before binding it (`x = x + 1`)
+    would then be run without the cell that made it, and fail with NameError: loudly, not wrongly."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return set(), set()
     binds, reads = set(), set()
-    for node in ast.walk(tree):
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            binds.add(node.name)
+            # what it reads from the cell's namespace: every name loaded in it (decorators, defaults, body)
+            reads |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            binds |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            continue
         if isinstance(node, ast.Name):
             (reads if isinstance(node.ctx, ast.Load) else binds).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            binds.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            binds |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    return binds, reads
+        todo.extend(ast.iter_child_nodes(node))
+    return binds, reads - binds
 
 
 def compared(source: str) -> bool:
