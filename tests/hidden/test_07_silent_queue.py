@@ -446,14 +446,7 @@ def defined_twice(procfile: Path) -> dict:
 def celery_queue_list(args: list, env: dict) -> list:
     """The queues a worker's -Q/--queues names as Celery reads it: the last such option (else
     CELERY_WORKER_QUEUES from its environment), split on commas only."""
-    value = env.get(celery_routes.QUEUES_VARIABLE) or None
-    for i, arg in enumerate(args):
-        if arg in ("-Q", "--queues") and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith("--queues="):
-            value = arg.split("=", 1)[1]
-        elif arg.startswith("-Q") and len(arg) > 2:
-            value = arg[2:]
+    value = celery_routes.worker_option(args, "-Q", "--queues") or env.get(celery_routes.QUEUES_VARIABLE)
     return value.split(",") if value is not None else []
 
 

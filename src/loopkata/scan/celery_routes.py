@@ -140,12 +140,12 @@ def consumed_queues(command: str | list, default_queue: str = DEFAULT_QUEUE,
     if args is None:
         return None
     env = env or {}
-    listed = _option(args, "-Q", "--queues") or env.get(QUEUES_VARIABLE)
-    excluded = _names(_option(args, "-X", "--exclude-queues") or env.get("CELERY_WORKER_EXCLUDE_QUEUES") or "")
+    listed = worker_option(args, "-Q", "--queues") or env.get(QUEUES_VARIABLE)
+    excluded = _names(worker_option(args, "-X", "--exclude-queues") or env.get("CELERY_WORKER_EXCLUDE_QUEUES") or "")
     return (_names(listed) if listed else {default_queue}) - excluded  # no queue option: the default queue only
 
 
-def _option(args: list[str], short: str, long: str) -> str | None:
+def worker_option(args: list[str], short: str, long: str) -> str | None:
     """A worker option's value (-Q a,b, -Qa,b, --queues=a,b, --queues a,b); the last one counts, as in Celery."""
     value = None
     for i, arg in enumerate(args):
