@@ -1,0 +1,52 @@
+"""The inline job runner: background jobs inside the API process, when there is no worker.
+
+`dispatch()` is called from a request handler, on the API's event loop. It
+returns a job id at once and runs the job as a task of its own, so the
+request does not wait for it. A job is a plain function, which may call
+`run_async()` for its async parts.
+"""
+import asyncio
+import logging
+import uuid
+
+log = logging.getLogger("reports.jobs")
+
+_running: set[asyncio.Task] = set()  # strong references: the loop holds tasks weakly
+_status: dict[str, dict] = {}
+
+
+def run_async(coro):
+    """Run a coroutine to completion from a synchronous job."""
+    return asyncio.run(coro)
+
+
+async def _run_job(task, args, job_id: str) -> None:
+    _status[job_id] = {"state": "running"}
+    try:
+        result = task(*args)
+    except Exception as exc:
+        log.exception("job %s (%s) failed", job_id, task.__name__)
+        _status[job_id] = {"state": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    else:
+        _status[job_id] = {"state": "done", "result": result}
+
+
+def dispatch(task, *args) -> str:
+    """Start `task(*args)` in the background; its job id. Call it on the API's event loop."""
+    job_id = str(uuid.uuid4())
+    _status[job_id] = {"state": "queued"}
+    handle = asyncio.create_task(_run_job(task, args, job_id))
+    _running.add(handle)
+    handle.add_done_callback(_running.discard)
+    return job_id
+
+
+async def drain() -> None:
+    """Wait until every job still running has finished (the app's shutdown calls it)."""
+    while _running:
+        await asyncio.wait(set(_running))
+
+
+def status(job_id: str) -> dict:
+    """{"state": "queued" | "running" | "done" | "failed", plus "result" or "error"}."""
+    return dict(_status.get(job_id, {"state": "unknown"}))

@@ -1,0 +1,141 @@
+"""The liveness drill, one worker at a time.
+
+A probe on a new connection reaches whichever worker accepts it first, and a
+frozen worker accepts nothing: the probes of a half-dead pod all land on the
+healthy worker. So the drill pins keep-alive connections, finds the worker
+process that owns each one, and judges only the worker that served the slow
+request. A drill that could not reach every worker says "void".
+
+Run it on a build known to have the bug (control mode): it must say "fail",
+or its "pass" on a fixed build means nothing. Run it on a fixed build (clean
+mode): it must say "pass". Linux only: it reads /proc.
+"""
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Verdict:
+    outcome: str  # "pass", "fail" or "void"
+    slow_worker: int | None = None  # the pid of the worker that served the slow request
+    worst: dict[int, float] = field(default_factory=dict)  # pid -> longest wait for /health, in seconds
+    reason: str = ""
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets process `pid` holds open."""
+    found = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    found.add(int(target[len("socket:["):-1]))
+    return found
+
+
+def server_side_inode(port: int, client_port: int) -> int:
+    """The inode of the server's end of the loopback connection from `client_port` (0 if none yet)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            next(f)  # the header
+            for row in f:
+                fields = row.split()
+                local, remote = fields[1], fields[2]  # hex "address:port"
+                if int(local.rsplit(":", 1)[1], 16) == port and int(remote.rsplit(":", 1)[1], 16) == client_port:
+                    return int(fields[9])
+    return 0
+
+
+class Pinned:
+    """A keep-alive connection and the worker that owns its server end."""
+
+    def __init__(self, port: int, workers: list[int], timeout: float):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        self.waits: list[float] = []
+        self.broken = ""
+        self.get("/health")  # answered, so accepted: the server's end now belongs to a worker
+        inode = server_side_inode(port, self.conn.sock.getsockname()[1])
+        self.owner = next((pid for pid in workers if inode and inode in socket_inodes(pid)), None)
+
+    def get(self, path: str) -> None:
+        self.conn.request("GET", path)
+        response = self.conn.getresponse()
+        response.read()
+        if response.status != 200:
+            raise http.client.HTTPException(f"GET {path} answered {response.status}")
+
+    def poll(self, running: threading.Event, every: float, port: int, workers: list[int], limit: float) -> None:
+        """Probe /health like the kubelet while the slow request runs: a new connection each time, with a
+        timeout of `limit`; three misses in a row count as one failure, on the worker that took the probe."""
+        misses = 0
+        while running.is_set():
+            started = time.monotonic()
+            try:
+                probe = Pinned(port, workers, limit)
+                probe.conn.close()
+                misses = 0
+                owner, waited = probe.owner, time.monotonic() - started
+            except (OSError, http.client.HTTPException):
+                misses += 1
+                owner, waited = None, 0.0
+            if misses >= 3:
+                self.broken = "three probes in a row got no answer"
+                return
+            if owner == self.owner:
+                self.waits.append(waited)
+            time.sleep(every)
+
+
+def check_workers(port: int, workers: list[int], slow_path: str, *, limit: float,
+                  max_connections: int = 64, poll_every: float = 0.05, timeout: float = 60.0) -> Verdict:
+    """Pin connections to every worker, send GET `slow_path`, and judge the worker that serves it.
+
+    "fail": a connection of that worker waited longer than `limit` seconds for /health (or
+    broke); "pass": none did; "void": after `max_connections` connections some worker still
+    owned none, so the drill cannot speak for it.
+    """
+    pinned: list[Pinned] = []
+    try:
+        while {p.owner for p in pinned} < set(workers) and len(pinned) < max_connections:
+            pinned.append(Pinned(port, workers, timeout))
+        uncovered = sorted(set(workers) - {p.owner for p in pinned})
+        if uncovered:
+            return Verdict("void", reason=f"{len(pinned)} connections reached no connection of worker(s) "
+                                          f"{', '.join(map(str, uncovered))}: the drill cannot speak for them")
+
+        slow = Pinned(port, workers, timeout)  # its own connection, its owner known before it freezes anything
+        pinned.append(slow)
+        if slow.owner is None:
+            return Verdict("void", reason="the slow request's connection belongs to none of the workers given")
+        running = threading.Event()
+        running.set()
+        pollers = [threading.Thread(target=p.poll, args=(running, poll_every, port, workers, limit), daemon=True) for p in pinned[:-1]]
+        for t in pollers:
+            t.start()
+        try:
+            slow.get(slow_path)
+        finally:
+            running.clear()
+            for t in pollers:
+                t.join(timeout)
+
+        worst = {pid: max((w for p in pinned[:-1] if p.owner == pid for w in p.waits), default=0.0)
+                 for pid in workers}
+        judged = [p for p in pinned[:-1] if p.owner == slow.owner]
+        broken = [p.broken for p in judged if p.broken]
+        if broken or worst[slow.owner] > limit:
+            why = broken[0] if broken else f"/health waited {worst[slow.owner]:.3f} s on a connection it owns"
+            return Verdict("fail", slow.owner, worst, f"worker {slow.owner} served {slow_path}: {why} "
+                                                      f"(limit {limit} s, {len(judged)} connections judged)")
+        return Verdict("pass", slow.owner, worst, f"worker {slow.owner} served {slow_path}; its slowest /health "
+                                                  f"took {worst[slow.owner]:.3f} s on {len(judged)} connections")
+    finally:
+        for p in pinned:
+            p.conn.close()

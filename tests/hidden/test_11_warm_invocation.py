@@ -1,0 +1,245 @@
+"""Hidden tests for kata 11, warm-invocation.
+
+Every test starts its own stock service on 127.0.0.1 (an ephemeral port, a
+real HTTP/1.1 server on a thread of its own, warm_invocation_harness.
+StockService) and one warm container: a Python process of its own that
+imports the code under test once and calls `handler(event)` once per
+invocation, on its main thread, as the Lambda runtime does. Both are stopped
+when the test ends, whatever happened. The service closes a connection left
+idle for 60 s (no test waits that long, so a count of connections never
+depends on how fast the machine is), or, in the tests that freeze the
+container, for 0.3 s.
+
+What is judged is what the service saw: the TCP connections it accepted,
+the idle connections its keep-alive timer closed, every write that arrived
+(with its Idempotency-Key header) and every reservation it applied. A freeze
+is real: the container process is SIGSTOPped, the test waits until the
+service has closed every connection that was open (its keep-alive timer did
+it, not the client), and SIGCONTs it. After every invocation the container
+reports the asyncio tasks still pending on any event loop of the process.
+
+Every failure message starts with how the test drove the code ("invocation 3
+of 4 in one warm container, ..."); the learner's own exception is shown with
+its type and message, and the lines of the code under test it went through.
+"""
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from warm_invocation_harness import KEEPALIVE, Container, ContainerDied, StockService
+
+from loopkata.services import ServiceUnavailable
+from loopkata.testing import Hang, hang_after
+
+LONG_KEEPALIVE = 60.0  # seconds: the tests without a freeze never leave a connection idle this long
+FREEZE_TRIES = 3  # a freeze is redone when the service closed the idle connection before SIGSTOP took hold
+
+
+@pytest.fixture(autouse=True)
+def linux_only():
+    if not sys.platform.startswith("linux"):
+        raise ServiceUnavailable("This kata freezes a process with SIGSTOP and reads its state from /proc, "
+                                 "which only Linux has: run it on Linux (Binder, a Linux container or WSL 2).")
+
+
+@pytest.fixture
+def service():
+    """The stock service, with a keep-alive timeout no test outlasts: an idle connection stays open."""
+    with StockService(keepalive=LONG_KEEPALIVE) as svc:
+        yield svc
+
+
+@pytest.fixture
+def short_service():
+    """The stock service, with a keep-alive timeout of KEEPALIVE (0.3 s): what a freeze outlasts."""
+    with StockService(keepalive=KEEPALIVE) as svc:
+        yield svc
+
+
+@contextmanager
+def warm_container(kata):
+    impl = Path(kata.__file__)
+    if impl.name == "__init__.py":
+        impl = impl.parent
+    try:
+        with Container(impl, hang_after()) as box:
+            yield box
+    except ContainerDied as exc:
+        raise AssertionError(f"starting a warm container with the code under test: {exc}") from None
+
+
+@pytest.fixture
+def container(kata):
+    with warm_container(kata) as box:
+        yield box
+
+
+def lookup(service, sku="kettle") -> dict:
+    return {"action": "lookup", "api": service.url, "sku": sku}
+
+
+def reserve(service, order: str, sku="kettle", qty=1) -> dict:
+    return {"action": "reserve", "api": service.url, "order": order, "sku": sku, "qty": qty}
+
+
+def call(i: int, n: int | None, how: str = "") -> str:
+    """How a test drives the code: invocation i (of n), in one warm container (one process)."""
+    return f"invocation {i}{f' of {n}' if n else ''} in one warm container{how}"
+
+
+def invoke(container: Container, event: dict, what: str) -> dict:
+    """One invocation; its answer ({"value"} or {"error"}, and "tasks"). A hang or a crash is raised."""
+    try:
+        answer = container.invoke(event, what)
+    except ContainerDied as exc:
+        raise AssertionError(f"{what}: {exc}") from None
+    if "hang" in answer:
+        stacks = answer["hang"] or "(no line of the code under test on the stack)"
+        if answer.get("tasks"):
+            stacks += "\npending asyncio tasks: " + "; ".join(answer["tasks"])
+        raise Hang(what, hang_after(), stacks, True)
+    return answer
+
+
+def raised(answer: dict) -> str:
+    """The learner's exception, type and message (the service's port written as PORT), and its lines."""
+    err = answer["error"]
+    where = "".join(f"\n    {line}" for line in err["lines"])
+    return f"{err['type']}: {re.sub(r'127[.]0[.]0[.]1:[0-9]+', '127.0.0.1:PORT', err['message'])}{where}"
+
+
+def expect_value(answer: dict, what: str, expected: str, check) -> dict:
+    """The value handler returned, asserted to pass `check`; its exception, whole, if it raised."""
+    assert "error" not in answer, f"{what}: expected {expected}, but handler raised {raised(answer)}"
+    value = answer.get("value")
+    assert check(value), f"{what}: expected {expected}, got {value!r}"
+    return value
+
+
+def expect_stock(answer: dict, what: str, left: int) -> None:
+    expect_value(answer, what, f"the stock of kettle ({{'sku': 'kettle', 'available': {left}}})",
+                 lambda v: isinstance(v, dict) and v.get("available") == left)
+
+
+def expect_reservation(answer: dict, what: str, order: str) -> None:
+    expect_value(answer, what, f"the reservation of order {order} as the stock service answered it",
+                 lambda v: isinstance(v, dict) and v.get("order") == order and "reservation" in v)
+
+
+def keys_seen(service: StockService, order: str) -> str:
+    keys = [w["key"] for w in service.arrived_for(order)]
+    return ", ".join("no Idempotency-Key" if k is None else f"key {k!r}" for k in keys)
+
+
+def expect_applied_once(service: StockService, order: str, what: str) -> None:
+    n = service.applied_for(order)
+    assert n == 1, (
+        f"{what}: expected the stock service to apply the reservation of {order} exactly once, it applied it "
+        f"{n} times; the write arrived {len(service.arrived_for(order))} times ({keys_seen(service, order)})"
+        + (": a retry that does not send the first attempt's Idempotency-Key is a new reservation" if n > 1 else "")
+    )
+
+
+def freeze(container: Container, service: StockService, closed_idle_before: int, what: str) -> dict:
+    """Freeze the container past the keep-alive timeout; what the service saw."""
+    try:
+        return container.freeze_past_keepalive(service, closed_idle_before)
+    except ContainerDied as exc:
+        raise AssertionError(f"{what}: {exc}") from None
+
+
+def warm_then_freeze(container: Container, service: StockService) -> dict:
+    """A lookup, then a freeze that begins while its connection is still open; what the freeze saw.
+
+    If the service's keep-alive timer closed the connection before SIGSTOP took hold (a busy
+    machine between the answer and the signal), the freeze proved nothing: look up again and
+    freeze again."""
+    i, left = 1, service.stock["kettle"]
+    for _ in range(FREEZE_TRIES):
+        answer = invoke(container, lookup(service), call(i, None))
+        expect_stock(answer, call(i, None), left)
+        before = service.closed_idle
+        seen = freeze(container, service, before, f"freezing the warm container after {call(i, None)}")
+        i += 1
+        if not seen["closed_before_stop"]:
+            break
+    return seen
+
+
+FROZEN = (", the container frozen (SIGSTOP) just before it until the stock service's keep-alive timer had "
+          "closed its idle connection, then thawed (SIGCONT)")
+
+
+def test_warm_invocations_share_one_connection(container, service):
+    """six warm invocations, reads and writes, reach the stock service over one TCP connection"""
+    n, left = 6, service.stock["kettle"]
+    for i in range(1, n + 1):
+        what = call(i, n)
+        if i % 2:
+            expect_stock(invoke(container, lookup(service), what), what, left)
+        else:
+            order = f"o-{i}"
+            expect_reservation(invoke(container, reserve(service, order), what), what, order)
+            left -= 1
+    assert service.accepted == 1, (
+        f"over {n} invocations in one warm container ({n // 2} lookups, {n // 2} reservations, no freeze): "
+        f"expected the stock service to accept 1 TCP connection for them all, it accepted {service.accepted}: "
+        + ("every invocation connected anew (a new session, or a connection that was not kept alive), and paid "
+           "for a TCP handshake (and TLS, in production) each time" if service.accepted >= n else
+           f"{service.accepted - 1} of the {n - 1} warm invocations connected anew (a second session, or a "
+           "connection closed after its request, for some of them)")
+    )
+
+
+def test_a_write_after_a_freeze_succeeds_and_is_applied_once(container, short_service):
+    """a reservation after a freeze past the service's keep-alive timeout succeeds, and is applied once"""
+    service = short_service
+    seen = warm_then_freeze(container, service)
+    what = "a reservation after a lookup in one warm container" + FROZEN
+    if seen["open_at_stop"]:
+        what += f" (the timer closed {seen['closed_by_keepalive']} connection(s) meanwhile)"
+    expect_reservation(invoke(container, reserve(service, "o-after-freeze"), what), what, "o-after-freeze")
+    expect_applied_once(service, "o-after-freeze", what)
+
+
+def test_a_write_applied_before_its_connection_died_is_applied_once(container, service):
+    """a reservation the service applied just before its connection died is returned, and applied only once"""
+    what = call(1, 2)
+    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
+    service.drop_after_next_write()
+    order = "o-dropped"
+    what = call(2, 2, ", a reservation that the stock service applies and then closes the connection "
+                      "without answering (as when a connection dies on the way back)")
+    answer = invoke(container, reserve(service, order), what)
+    if service.applied_for(order) > 1:
+        expect_applied_once(service, order, what)
+    if "error" in answer:
+        raise AssertionError(
+            f"{what}: expected handler to return the reservation: the service applies it and then the connection "
+            f"dies, and the same write sent again with the same Idempotency-Key gets the first answer back; but "
+            f"handler raised {raised(answer)}\n(the service applied it {service.applied_for(order)} time(s); the "
+            f"write arrived {len(service.arrived_for(order))} time(s): {keys_seen(service, order) or 'never'})"
+        )
+    expect_applied_once(service, order, what)
+    expect_reservation(answer, what, order)
+
+
+def test_nothing_is_left_running_between_invocations(container, short_service):
+    """nothing of an invocation is left to run once handler has returned, frozen or not"""
+    service = short_service
+    n = 3
+    events = [lookup(service), reserve(service, "o-between"), lookup(service)]
+    for i, event in enumerate(events, 1):
+        what = call(i, n, FROZEN if i == 3 else "")
+        answer = invoke(container, event, what)
+        assert "error" not in answer, f"{what}: expected handler to return, but it raised {raised(answer)}"
+        assert not answer["tasks"], (
+            f"{what}: expected no asyncio task left pending on any event loop of the process when handler "
+            f"returned (the platform freezes the process then: nothing of it runs until the next invocation, "
+            f"and a task left on the loop runs, if ever, inside a later one), found {len(answer['tasks'])}: "
+            + "; ".join(answer["tasks"])
+        )
+        if i == 2:
+            freeze(container, service, service.closed_idle, f"freezing the warm container after {what}")

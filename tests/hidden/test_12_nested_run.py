@@ -1,0 +1,460 @@
+"""Hidden tests for kata 12, nested-run.
+
+Most tests serve a fresh copy of the package (`kata`) with uvicorn on
+127.0.0.1, lifespan included, and talk to it with a real HTTP client: they
+start report jobs with POST /reports and follow them with GET /jobs/{id}. The
+jobs call a stand-in for the warehouse's API (nested_run_harness.Warehouse), a
+real server on its own thread that can hold a job's call until the test lets
+it go: so a test decides from what happened while a job was held (did the
+request answer, did /health answer, did the shutdown wait), never from how
+fast it went. One test calls jobs.dispatch() directly on an event loop of its
+own and counts the jobs' tasks left in memory afterwards. Every wait has a
+deadline, and the warehouse lets every call go before the server is stopped.
+"""
+import asyncio
+import gc
+import importlib
+import re
+import threading
+import time
+import weakref
+
+import httpx
+
+from loopkata.testing import display_path, hang_after, is_learner_file
+from nested_run_harness import NO_TLS, JobLog, Warehouse, report_for, served
+
+HOW = "through a real uvicorn server on 127.0.0.1"
+PROBE_TIMEOUT = 2.0  # seconds a probe of /health waits (a liveness probe waits 1 s by default)
+PROBES = 3  # probes that must answer while a job is held at the warehouse
+PROBE_EVERY = 0.03  # seconds between two probes
+ANSWER_WITHIN = 2.0  # seconds for POST /reports to answer while its job is held (a free loop answers in ms)
+ENDED_STATES = ("done", "failed")
+LET_GO_JOBS = 4  # jobs dispatched at once in the test that counts the tasks left behind
+TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def part(kata, name):
+    """A module of the package under test (app, jobs, tasks), from this test's own copy."""
+    return importlib.import_module(f"{kata.__name__}.{name}")
+
+
+def waits() -> float:
+    """How long to wait for something due at once (a deadline against a hang, never a verdict on speed)."""
+    return max(hang_after(), 3.0)
+
+
+class Post:
+    """POST /reports for `customer` from a client thread of its own; `response`, `error` once it is done."""
+
+    def __init__(self, base: str, customer: str, timeout: float = 60):
+        self.customer = customer
+        self.response = self.error = None
+        self._args = (base, timeout)
+        self.thread = threading.Thread(target=self._run, name=f"client {customer}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        base, timeout = self._args
+        try:
+            with httpx.Client(timeout=timeout, verify=NO_TLS) as client:
+                self.response = client.post(f"{base}/reports", json={"customer": self.customer})
+        except httpx.HTTPError as exc:
+            self.error = exc
+
+    @property
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+    def wait(self, seconds: float) -> bool:
+        self.thread.join(seconds)
+        return self.done
+
+    def job_id(self) -> str | None:
+        try:
+            return self.response.json()["job_id"] if self.response is not None else None
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def said(self) -> str:
+        if self.error is not None:
+            return f"{type(self.error).__name__}: {self.error}"
+        if self.response is None:
+            return "no answer yet"
+        return f"{self.response.status_code} {self.response.text[:200]}"
+
+
+def job_state(base: str, job_id: str) -> dict:
+    """GET /jobs/{job_id}: the job's status as the API reports it."""
+    with httpx.Client(timeout=PROBE_TIMEOUT, verify=NO_TLS) as client:
+        r = client.get(f"{base}/jobs/{job_id}")
+    return r.json() if r.status_code == 200 else {"state": f"HTTP {r.status_code}", "error": r.text[:200]}
+
+
+def wait_for_end(base: str, job_id: str, seconds: float) -> dict:
+    """The job's status once it has ended (done or failed), or as it is after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            found = job_state(base, job_id)
+        except httpx.TimeoutException:
+            found = {"state": "unknown: GET /jobs got no answer"}
+        if found.get("state") in ENDED_STATES or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)
+
+
+def wait_until(predicate, seconds: float) -> bool:
+    """Poll `predicate` until it is true, at most `seconds`; is it?"""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def where_it_failed(log: JobLog) -> str:
+    """The lines of the code under test in the last traceback the jobs' log carried, in words."""
+    for _, trace in reversed(log.records):
+        frames = [(f, int(n), fn) for f, n, fn in TRACE_LINE.findall(trace) if is_learner_file(f)]
+        if frames:
+            return "; the log's traceback ends in your code at " + ", then ".join(
+                f"{display_path(f)}:{n} in {fn}" for f, n, fn in frames[-2:])
+    return ""
+
+
+def server_error(server) -> str:
+    """The last error the server logged for the app, in words (empty if none)."""
+    # The server answers 500 first and logs the error just after: give the record a moment to arrive.
+    wait_until(lambda: server.errors.tracebacks, 1.0)
+    if not server.errors.tracebacks:
+        return ""
+    trace = server.errors.tracebacks[-1]
+    frames = [(f, int(n), fn) for f, n, fn in TRACE_LINE.findall(trace) if is_learner_file(f)]
+    where = f" at {display_path(frames[-1][0])}:{frames[-1][1]} in {frames[-1][2]}" if frames else ""
+    return f"; the server logged {trace.strip().splitlines()[-1]}{where}"
+
+
+def outcome(job: dict, log: JobLog) -> str:
+    """What became of a job, in words."""
+    if job.get("state") == "failed":
+        return f"it failed with {job.get('error')}{where_it_failed(log)}"
+    if job.get("state") == "done":
+        return f"it finished with {job.get('result')!r}"
+    return f"it was still {job.get('state')!r}"
+
+
+def blocked_at(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    return (": meanwhile the event loop thread was blocked at " + lines[0]
+            + (f", inside it at {lines[-1]}" if len(lines) > 1 else ""))
+
+
+def probe(base: str) -> bool:
+    """One GET /health on a fresh connection, as a liveness probe sends it; did it answer in time?"""
+    try:
+        with httpx.Client(timeout=PROBE_TIMEOUT, verify=NO_TLS) as client:
+            r = client.get(f"{base}/health")
+    except httpx.TimeoutException:
+        return False
+    assert r.status_code == 200, f"expected GET /health to answer 200, got {r.status_code} {r.text[:200]} ({HOW})"
+    return True
+
+
+def start_held_job(server, warehouse: Warehouse, log: JobLog, customer: str, step: str) -> Post:
+    """POST /reports for a customer the warehouse holds at `step`; return once the job is held there.
+
+    Fails if the job ends before it gets there, or if neither the request answers nor the job arrives.
+    """
+    post = Post(server.url, customer)
+    deadline = time.monotonic() + hang_after()
+    while not warehouse.holds(customer) and time.monotonic() < deadline:
+        if post.done and post.job_id():
+            try:
+                job = job_state(server.url, post.job_id())
+            except httpx.TimeoutException:
+                raise AssertionError(
+                    f"expected GET /jobs/{{id}} to answer while the report job for {customer} ran, it got no answer "
+                    f"within {PROBE_TIMEOUT:g} s{blocked_at(server.loop_held())} ({HOW})"
+                ) from None
+            assert job.get("state") not in ENDED_STATES, (
+                f"expected the report job for {customer} to run until the warehouse answered its {step} call, "
+                f"but {outcome(job, log)} ({HOW})"
+            )
+        elif post.done:
+            raise AssertionError(f"expected POST /reports to answer 202 with a job id, it got {post.said()}{server_error(server)} ({HOW})")
+        time.sleep(0.01)
+    if not warehouse.holds(customer):
+        stuck = server.loop_held()
+        others = warehouse.held_customers()
+        raise AssertionError(
+            f"expected the report job for {customer} to reach the warehouse's {step} call within {hang_after():g} s, "
+            f"it did not (POST /reports got {post.said()})"
+            + (f", while the warehouse held the job{'s' if len(others) > 1 else ''} of {', '.join(others)}: "
+               f"it waits for them, so jobs do not run at once" if others and not stuck else "")
+            + f"{blocked_at(stuck)} ({HOW})"
+        )
+    return post
+
+
+def test_a_report_job_finishes_with_its_report(kata):
+    """a report job started with POST /reports finishes with the customer's report"""
+    customer = "ada"
+    with Warehouse() as warehouse, JobLog() as log:
+        with served(part(kata, "app").create_app(warehouse.url)) as server:
+            post = Post(server.url, customer)
+            assert post.wait(waits() + 5) and post.job_id(), (
+                f"expected POST /reports to answer 202 with a job id, it got {post.said()}{server_error(server)} ({HOW})"
+            )
+            assert post.response.status_code == 202, (
+                f"expected POST /reports to answer 202 with a job id, it got {post.said()}{server_error(server)} ({HOW})"
+            )
+            job = wait_for_end(server.url, post.job_id(), waits())
+            seen, ended = "", True
+            if job.get("state") == "done":
+                seen = server.shut_down(hang_after())
+                ended = server.shutdown_finished(hang_after())
+    assert job.get("state") == "done", (
+        f"expected the report job dispatched from POST /reports to finish with its report, but {outcome(job, log)} "
+        f"(one POST /reports, then GET /jobs/{{id}} until the job ended, {HOW})"
+    )
+    assert ended, (
+        f"expected the app's shutdown to end once its only job had finished, but it had not {hang_after():g} s later: "
+        f"jobs.drain() was still waiting ({'the event loop thread held in your code' if seen == 'blocked' else 'the event loop still turning'}): "
+        f"something still counts a finished job as running (one POST /reports, the job done, then the server "
+        f"stopped, {HOW})"
+    )
+    assert job.get("result") == report_for(customer), (
+        f"expected the job's result to be the report {report_for(customer)}, got {job.get('result')!r} ({HOW})"
+    )
+    assert warehouse.reports.get(customer) == report_for(customer), (
+        f"expected the job to store its report in the warehouse, but the warehouse got "
+        f"{warehouse.reports.get(customer)!r} ({HOW})"
+    )
+
+
+def test_post_answers_while_its_job_runs(kata):
+    """POST /reports answers with the job id while the job is still running"""
+    customer = "held-store-bo"
+    how = f"the warehouse held the job's store call until the test let it go, {HOW}"
+    with Warehouse() as warehouse, JobLog() as log:
+        with served(part(kata, "app").create_app(warehouse.url)) as server:
+            post = None
+            try:
+                post = start_held_job(server, warehouse, log, customer, "store")
+                if not post.wait(ANSWER_WITHIN):
+                    stuck = server.loop_held()
+                    raise AssertionError(
+                        f"expected POST /reports to answer with its job id while the job ran, but it got no answer "
+                        f"within {ANSWER_WITHIN:g} s of the job reaching the warehouse, which held it"
+                        + (blocked_at(stuck) if stuck else
+                           ": the event loop was free, so the request itself was waiting for the job to finish")
+                        + f" ({how})"
+                    )
+                assert post.response is not None and post.response.status_code == 202 and post.job_id(), (
+                    f"expected POST /reports to answer 202 with a job id, it got {post.said()}{server_error(server)} ({how})"
+                )
+            finally:
+                warehouse.release()
+                if post is not None:
+                    post.wait(waits())
+            job = wait_for_end(server.url, post.job_id(), waits())
+    assert job.get("state") == "done", (
+        f"expected the job to finish with its report once the warehouse answered, but {outcome(job, log)} ({how})"
+    )
+
+
+def test_health_answers_while_a_job_runs(kata):
+    """/health answers while a job runs (the job is held until the probes have answered)"""
+    customer = "held-store-cy"
+    how = f"the warehouse held the job's store call until {PROBES} probes had answered, {HOW}"
+    with Warehouse() as warehouse, JobLog() as log:
+        with served(part(kata, "app").create_app(warehouse.url)) as server:
+            post = None
+            try:
+                post = start_held_job(server, warehouse, log, customer, "store")
+                for _ in range(PROBES):
+                    at = server.loop_lines()  # where the loop is while the probe waits for it
+                    assert probe(server.url), (
+                        f"expected GET /health to answer while a report job ran (a liveness probe waits "
+                        f"{PROBE_TIMEOUT:g} s), it got no answer within {PROBE_TIMEOUT:g} s{blocked_at(at)} ({how})"
+                    )
+                    time.sleep(PROBE_EVERY)
+            finally:
+                warehouse.release()
+                if post is not None:
+                    post.wait(waits())
+            job = wait_for_end(server.url, post.job_id(), waits()) if post.job_id() else {"state": "never started"}
+    assert job.get("state") == "done", (
+        f"expected the job to finish with its report once the warehouse answered, but {outcome(job, log)} ({how})"
+    )
+
+
+def test_jobs_started_together_finish_in_any_order(kata):
+    """three jobs started together run at once, and each finishes as soon as the warehouse answers it"""
+    customers = [f"held-orders-dee-{i}" for i in (1, 2, 3)]
+    order = [customers[0], customers[2], customers[1]]  # the first one started is let go first
+    how = (f"3 POST /reports, each job held at the warehouse's orders call until the test let it go, in the "
+           f"order job 1, job 3, job 2, {HOW}")
+    with Warehouse() as warehouse, JobLog() as log:
+        with served(part(kata, "app").create_app(warehouse.url)) as server:
+            posts = []
+            try:
+                for customer in customers:
+                    posts.append(start_held_job(server, warehouse, log, customer, "orders"))
+                ids = {}
+                for post in posts:
+                    assert post.wait(waits()) and post.job_id(), (
+                        f"expected POST /reports to answer 202 with a job id, it got {post.said()}{server_error(server)} ({how})"
+                    )
+                    ids[post.customer] = post.job_id()
+                for n, customer in enumerate(order):
+                    still = [c for c in order[n + 1:]]
+                    warehouse.release(customer)
+                    job = wait_for_end(server.url, ids[customer], waits())
+                    number = customers.index(customer) + 1
+                    assert job.get("state") == "done", (
+                        f"expected job {number} to finish once the warehouse answered it"
+                        + (f", with job{'s' if len(still) > 1 else ''} "
+                           f"{' and '.join(str(customers.index(c) + 1) for c in still)} still held" if still else "")
+                        + f", but {outcome(job, log)} {waits():g} s later"
+                        + (": it cannot return before a job started after it, which is still held"
+                           if job.get("state") == "running" else "")
+                        + blocked_at(server.loop_held()) + f" ({how})"
+                    )
+            finally:
+                warehouse.release()
+                for post in posts:
+                    post.wait(waits())
+
+
+def test_finished_jobs_are_let_go(kata):
+    """every job dispatched at once finishes, drain() waits for them all, and no finished job stays in memory"""
+    jobs, tasks = part(kata, "jobs"), part(kata, "tasks")
+    customers = [f"let-go-{chr(ord('a') + i)}" for i in range(LET_GO_JOBS)]
+    how = (f"{LET_GO_JOBS} jobs dispatched at once with jobs.dispatch(tasks.build_report, ...) from a running "
+           "event loop, then `await jobs.drain()`")
+
+    async def scenario(url):
+        box["threads before"] = {id(o) for o in gc.get_objects() if isinstance(o, threading.Thread)}
+        before = asyncio.all_tasks()
+        ids = [jobs.dispatch(tasks.build_report, url, customer) for customer in customers]
+        box["ids"] = ids
+        made = [weakref.ref(t) for t in asyncio.all_tasks() - before]
+        await jobs.drain()
+        return ids, made, [jobs.status(i) for i in ids]
+
+    box = {}
+
+    def run(url):
+        try:
+            box["value"] = asyncio.run(scenario(url))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test below
+            box["error"] = exc
+
+    # Not run_bounded: a right fix may run its jobs on threads the loop does not know about (a pool of its
+    # own), so a loop with nothing ready is not proof of a hang here; only the deadline is.
+    with Warehouse() as warehouse, JobLog() as log:
+        thread = threading.Thread(target=run, args=(warehouse.url,), name="scenario: let go", daemon=True)
+        thread.start()
+        thread.join(waits())
+        if thread.is_alive():
+            states = [jobs.status(i).get("state") for i in box.get("ids", [])]
+            ended_all = states and all(state in ENDED_STATES for state in states)
+            raise AssertionError(
+                f"expected the jobs to finish and `await jobs.drain()` to return, it had not after {waits():g} s"
+                + (f", although every job's status said it had ended: drain() waits for something that a finished "
+                   f"job leaves behind" if ended_all else "") + f" ({how})"
+            )
+        if "error" in box:
+            raise box["error"]
+        ids, made, ended = box["value"]
+        # Jobs that drain() did not wait for still run: let them end before anything is reported.
+        wait_until(lambda: all(jobs.status(i).get("state") in ENDED_STATES for i in ids), waits())
+    not_done = [(c, s) for c, s in zip(customers, ended) if s.get("state") != "done"]
+    unfinished = [c for c, s in not_done if s.get("state") not in ENDED_STATES]
+    assert not not_done, (
+        f"expected every job to have finished with its report once drain() returned, but {len(not_done)} of "
+        f"{LET_GO_JOBS} had not: {not_done[0][0]}: {outcome(not_done[0][1], log)}"
+        + (f": jobs.drain() found no job to wait for ({len(unfinished)} still running when it returned), so "
+           f"the runner keeps no reference to a job it started" if unfinished else "")
+        + f" ({how})"
+    )
+    gc.collect()
+    threads_left = [o for o in gc.get_objects() if isinstance(o, threading.Thread)
+                    and id(o) not in box["threads before"] and not o.is_alive()]
+    assert not threads_left, (
+        f"expected the job runner to let go of each job once it had finished, but {len(threads_left)} finished "
+        f"threading.Thread objects made while the jobs ran were still in memory after drain() and gc.collect(): "
+        f"whatever keeps a job's thread while it runs must drop it when the job ends ({how})"
+    )
+    alive = [r() for r in made if r() is not None]
+    assert not alive, (
+        f"expected the job runner to let go of each job's task once the job had finished, but {len(alive)} of the "
+        f"{len(made)} tasks dispatch() made were still in memory after drain() and gc.collect(): whatever keeps a "
+        f"task while its job runs must drop it when the job ends ({how})"
+    )
+
+
+def test_shutdown_waits_for_a_running_job(kata):
+    """the app's shutdown waits for a job still running, and the job finishes before the server has stopped"""
+    customer = "held-store-eve"
+    how = (f"the warehouse held the job's store call while the server shut down (the app's lifespan calls "
+           f"jobs.drain()), {HOW}")
+    jobs = part(kata, "jobs")
+    with Warehouse() as warehouse, JobLog() as log:
+        with served(part(kata, "app").create_app(warehouse.url)) as server:
+            post = None
+            try:
+                post = start_held_job(server, warehouse, log, customer, "store")
+                assert post.wait(waits()) and post.job_id(), (
+                    f"expected POST /reports to answer 202 with a job id, it got {post.said()}{server_error(server)} ({how})"
+                )
+                seen = server.shut_down(waits())
+                if seen == "done":  # let the job end before the failure is reported
+                    warehouse.release()
+                    wait_until(lambda: jobs.status(post.job_id()).get("state") in ENDED_STATES, waits())
+                assert seen != "done", (
+                    f"expected the app's shutdown to wait for the job still running, but it finished shutting down "
+                    f"while the warehouse held the job: jobs.drain() found no job to wait for, so the runner keeps "
+                    f"no reference to a job it started ({how})"
+                )
+                assert seen != "stuck", (
+                    f"expected the app's shutdown to wait for the job, or to finish; in {waits():g} s it did neither "
+                    f"({how})"
+                )
+            finally:
+                warehouse.release()
+            assert server.shutdown_finished(waits()), (
+                f"expected the app's shutdown to finish once the job had, it did not within {waits():g} s ({how})"
+            )
+            job = jobs.status(post.job_id())
+    assert job.get("state") == "done", (
+        f"expected the job to have finished with its report by the time the app's shutdown ended, but "
+        f"{outcome(job, log)} ({how})"
+    )
+
+
+def test_a_failing_job_reports_its_error(kata):
+    """a job whose warehouse call fails is marked failed with its error, and its traceback reaches the log"""
+    customer = "broken-fay"
+    how = f"one POST /reports for a customer the warehouse answers 503 for, {HOW}"
+    with Warehouse() as warehouse, JobLog() as log:
+        with served(part(kata, "app").create_app(warehouse.url)) as server:
+            post = Post(server.url, customer)
+            assert post.wait(waits() + 5) and post.job_id(), (
+                f"expected POST /reports to answer 202 with a job id, it got {post.said()}{server_error(server)} ({how})"
+            )
+            job = wait_for_end(server.url, post.job_id(), waits())
+    assert job.get("state") == "failed" and "503" in str(job.get("error")), (
+        f"expected the job to be marked failed with the warehouse's error (503 Service Unavailable), but "
+        f"{outcome(job, log)} ({how})"
+    )
+    traces = [trace for _, trace in log.records if "503" in trace and "fetch_orders" in trace]
+    assert traces, (
+        "expected the job's error to reach the logger reports.jobs with its traceback (down to fetch_orders, where "
+        f"the warehouse's 503 was raised), but no record carried it; the log had "
+        f"{[text for text, _ in log.records] or 'no record'} ({how})"
+    )

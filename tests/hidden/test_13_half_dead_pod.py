@@ -1,0 +1,234 @@
+"""Hidden tests for kata 13, half-dead-pod.
+
+Every test starts a real `uvicorn --workers 2 --factory` on the package under
+test (half_dead_pod_harness.Pod): two worker processes sharing one listening
+socket on 127.0.0.1, in a process group of their own that the test kills
+whatever happens. The drill's routes, added in front of the app, freeze a
+worker's event loop for a set time or wait without freezing it, and every
+worker records what it did (pid, drill, begin and end). The tests keep
+connections of their own to both workers, mapped to their owners through
+/proc as the learner's drill must do, so they know which worker is which.
+
+The drill (harness.check_workers) is judged on what the server recorded: in
+control mode a slow request froze its worker, so the drill must say "fail"
+and name that worker; in clean mode nothing froze it, so it must say "pass",
+even while the other worker is frozen by the test (background, not the
+drill's business); when one worker is frozen before the drill begins, none of
+its connections can reach it, so it must say "void". The watchdog is judged
+on which processes are alive: the frozen worker's pid must disappear and a new
+worker must serve; the other worker must keep its pid. Times only bound a
+hang: "frozen past the limit" is the watchdog's own clock, in the worker.
+"""
+import http.client
+import importlib
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from half_dead_pod_harness import Pod, alive, wait_until
+
+from loopkata.services import ServiceUnavailable
+from loopkata.testing import hang_after, run_bounded
+
+LIMIT = 0.3  # seconds /health may wait on a connection of the judged worker (the drill's `limit`)
+FREEZE = 0.8  # seconds the control's slow request holds its worker's event loop
+WAIT = 0.6  # seconds the clean run's slow request waits, its loop free
+SIBLING_FREEZE = 0.6  # seconds the test freezes the other worker during the clean run
+VOID_CONNECTIONS = 12  # max_connections given to the drill when a worker cannot be reached
+FREEZE_LIMIT = 0.5  # WORKER_FREEZE_LIMIT for the watchdog's tests
+GONE_WITHIN = 4.0  # seconds, at most, for a frozen worker to be gone: eight times its limit (a deadline only)
+SERVED_WITHIN = 8.0  # seconds, at most, for a new worker to start and serve (a deadline only)
+BUSY_LIMIT = 1.5  # WORKER_FREEZE_LIMIT while a worker's loop is busy for...
+BUSY = 0.5  # ...this long: a third of the limit
+HOW = "uvicorn --workers 2 on 127.0.0.1"
+
+
+@pytest.fixture(autouse=True)
+def linux_only():
+    if not sys.platform.startswith("linux"):
+        raise ServiceUnavailable("This kata reads /proc to find which worker process owns a connection, and only "
+                                 "Linux has it: run it on Linux (Binder, a Linux container or WSL 2).")
+
+
+def impl_of(kata) -> Path:
+    return Path(kata.__file__).parent
+
+
+def drill(kata):
+    return importlib.import_module(f"{kata.__name__}.harness").check_workers
+
+
+def run_drill(kata, pod, workers, slow_path, **options):
+    what = f"check_workers(port, {workers}, {slow_path!r}, limit={LIMIT})"
+    return run_bounded(drill(kata), pod.port, workers, slow_path, limit=LIMIT, what=what,
+                       seconds=max(hang_after(), 10.0), **options)
+
+
+def said(verdict) -> str:
+    return f"{getattr(verdict, 'outcome', verdict)!r} ({getattr(verdict, 'reason', '') or 'no reason given'})"
+
+
+def who(pid, a: int, b: int) -> str:
+    """A pid in words: worker A (the one the test watches), worker B (the other), or what it is not."""
+    if pid is None:
+        return "None"
+    return {a: "worker A", b: "worker B"}.get(pid, f"pid {pid!r}, which is neither worker")
+
+
+def test_the_drill_says_fail_when_the_slow_request_freezes_its_worker(kata, tmp_path):
+    """in control mode, the drill says fail when its slow request freezes the worker serving it, and names that worker"""
+    path = f"/_drill/freeze?seconds={FREEZE:g}"
+    with Pod(impl_of(kata), tmp_path) as pod:
+        workers = sorted(pod.ready())
+        verdict = run_drill(kata, pod, workers, path)
+        froze = [r["pid"] for r in pod.drills("freeze")]
+    assert froze, f"expected the drill to send GET {path}, but no worker served it ({HOW})"
+    frozen, other = froze[0], next(pid for pid in workers if pid != froze[0])
+    how = (f"the drill's slow request GET {path} froze the event loop of the worker that served it, worker A, for "
+           f"{FREEZE:g} s (the server's record), while worker B stayed free; limit={LIMIT:g} s, {HOW}")
+    assert getattr(verdict, "outcome", None) == "fail", (
+        f"expected the drill in control mode to say 'fail', it said {said(verdict)}: the worker that served the slow "
+        f"request could not answer /health on any connection it owned, so a drill that says anything else cannot see "
+        f"a bug that is there ({how})"
+    )
+    assert verdict.slow_worker == frozen, (
+        f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
+        f"{who(verdict.slow_worker, frozen, other)} ({how})"
+    )
+
+
+def test_the_drill_says_void_when_a_worker_cannot_be_reached(kata, tmp_path):
+    """the drill says void, never pass, when one of the workers cannot be reached"""
+    with Pod(impl_of(kata), tmp_path) as pod:
+        pinned = pod.ready()
+        workers = sorted(pinned)
+        frozen = workers[0]
+        pinned[frozen][0].send("/_drill/freeze?seconds=60")  # for the rest of the test
+        assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
+            f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
+        )
+        verdict = run_drill(kata, pod, workers, f"/_drill/wait?seconds={WAIT:g}", max_connections=VOID_CONNECTIONS)
+    how = (f"worker A's event loop was frozen before the drill began, so it accepted none of the drill's "
+           f"connections; max_connections={VOID_CONNECTIONS}, {HOW}")
+    assert getattr(verdict, "outcome", None) == "void", (
+        f"expected the drill to say 'void', it said {said(verdict)}: none of its connections reached worker A, "
+        f"and a verdict on a worker the drill never reached says nothing about it ({how})"
+    )
+
+
+def test_the_drill_says_pass_when_the_slow_request_leaves_its_worker_free(kata, tmp_path):
+    """in clean mode, the drill says pass when its slow request leaves its worker free, even while the other worker is frozen"""
+    path = f"/_drill/wait?seconds={WAIT:g}"
+    with Pod(impl_of(kata), tmp_path) as pod:
+        pinned = pod.ready()
+        workers = sorted(pinned)
+        result = {}
+
+        def drill_and_keep():
+            try:
+                result["verdict"] = run_drill(kata, pod, workers, path)
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
+                result["error"] = exc
+
+        # The drill runs on a thread; once its slow request is on a worker, the test freezes the other one.
+        runner = threading.Thread(target=drill_and_keep, name="the drill", daemon=True)
+        runner.start()
+        served = wait_until(lambda: [r["pid"] for r in pod.drills("wait")], hang_after())
+        sibling = next((pid for pid in workers if served and pid != served[0]), None)
+        if sibling is not None:
+            pinned[sibling][0].send(f"/_drill/freeze?seconds={SIBLING_FREEZE:g}")
+        runner.join(max(hang_after(), 10.0) + 5)
+        if "error" in result:
+            raise result["error"]
+        verdict = result.get("verdict")
+    assert served, f"expected the drill to send GET {path}, but no worker served it ({HOW})"
+    how = (f"the drill's slow request GET {path} waited on worker A with its event loop free, while the test froze "
+           f"the other worker's loop, worker B's, for {SIBLING_FREEZE:g} s; limit={LIMIT:g} s, {HOW}")
+    assert getattr(verdict, "outcome", None) == "pass", (
+        f"expected the drill in clean mode to say 'pass', it said {said(verdict)}: the worker that served the slow "
+        f"request answered /health all along; the other worker is background, not what the drill judges ({how})"
+    )
+    assert verdict.slow_worker == served[0], (
+        f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
+        f"{who(verdict.slow_worker, served[0], sibling)} ({how})"
+    )
+
+
+def answers(pinned) -> bool:
+    try:
+        pinned.get("/health")
+    except (OSError, http.client.HTTPException):
+        return False
+    return True
+
+
+def test_a_frozen_worker_is_replaced(kata, tmp_path):
+    """a worker whose event loop stays frozen past WORKER_FREEZE_LIMIT exits, a new worker serves, and the other keeps running"""
+    with Pod(impl_of(kata), tmp_path, freeze_limit=FREEZE_LIMIT) as pod:
+        pinned = pod.ready()
+        frozen, healthy = sorted(pinned)
+        pinned[frozen][0].send("/_drill/freeze?seconds=60")
+        assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
+            f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
+        )
+        how = (f"worker A's event loop frozen by GET /_drill/freeze?seconds=60, WORKER_FREEZE_LIMIT="
+               f"{FREEZE_LIMIT:g}, {HOW}")
+        gone = wait_until(lambda: not alive(frozen) or pod.died(), GONE_WITHIN, every=0.02)
+        assert not pod.died(), f"expected the pod to keep serving, but {pod.died()} ({how})"
+        assert gone, (
+            f"expected worker A to exit once its loop had been frozen longer than {FREEZE_LIMIT:g} s, so that "
+            f"uvicorn's supervisor replaces it, but it was still running {GONE_WITHIN:g} s later: the supervisor "
+            f"pings each worker and a thread of the worker answers, frozen loop or not, so nothing but the worker "
+            f"itself can notice, and it must end its own process: whatever waits for the frozen loop (a task on it, "
+            f"a graceful shutdown, loop.stop()) never happens ({how})"
+        )
+        healthy_alive = alive(healthy)
+
+        def new_worker_served():
+            try:
+                fresh = pod.pin()
+            except (OSError, http.client.HTTPException):
+                return None  # a connection the dying worker had taken: try again
+            return fresh.owner if fresh.owner not in (None, healthy, frozen) else None
+
+        new = wait_until(lambda: pod.died() or new_worker_served(), SERVED_WITHIN, every=0.02)
+        assert not pod.died(), f"expected the pod to keep serving, but {pod.died()} ({how})"
+        assert healthy_alive and alive(healthy), (
+            f"expected worker B, whose loop was never frozen, to keep running while worker A was "
+            f"replaced, but it exited: the watchdog must end only its own worker, and only when its loop is frozen "
+            f"({how})"
+        )
+        assert new, (
+            f"expected a new worker to serve connections made after worker A exited, but in "
+            f"{SERVED_WITHIN:g} s every new connection was served by worker B alone; the pod now has "
+            f"{len(pod.workers())} worker(s) ({how})"
+        )
+        assert answers(pinned[healthy][0]), (
+            f"expected worker B to go on answering /health on its keep-alive connection, it did not ({how})"
+        )
+
+
+def test_a_busy_loop_does_not_cost_its_worker_its_life(kata, tmp_path):
+    """a worker whose event loop is busy for a third of WORKER_FREEZE_LIMIT keeps running and serving"""
+    with Pod(impl_of(kata), tmp_path, freeze_limit=BUSY_LIMIT) as pod:
+        pinned = pod.ready()
+        busy, other = sorted(pinned)
+        how = (f"worker A's event loop held for {BUSY:g} s by GET /_drill/freeze?seconds={BUSY:g}, "
+               f"WORKER_FREEZE_LIMIT={BUSY_LIMIT:g}, {HOW}")
+        try:
+            pinned[busy][0].get(f"/_drill/freeze?seconds={BUSY:g}")
+            pinned[busy][0].get(f"/_drill/wait?seconds={BUSY_LIMIT / 2:g}")  # time for a watchdog to act on it
+            error = ""
+        except (OSError, http.client.HTTPException) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        assert not error and alive(busy), (
+            f"expected worker A to survive a loop busy for {BUSY:g} s, a third of its limit, but "
+            + (f"its connection broke ({error})" if error else "it exited")
+            + f" and it is {'alive' if alive(busy) else 'gone'}: a busy loop is not a frozen one, and a watchdog "
+            f"that kills on one late beat kills healthy workers under load ({how})"
+        )
+        assert alive(other) and answers(pinned[other][0]) and answers(pinned[busy][-1]), (
+            f"expected both workers to answer /health on their keep-alive connections after the busy spell, one did "
+            f"not ({how})"
+        )

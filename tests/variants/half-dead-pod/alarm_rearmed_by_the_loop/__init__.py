@@ -1,0 +1,1 @@
+"""Variant: the loop re-arms an interval timer; if it stops re-arming, SIGALRM ends the worker."""
