@@ -172,17 +172,28 @@ FROZEN = (", the container frozen (SIGSTOP) just before it until the stock servi
           "closed its idle connection, then thawed (SIGCONT)")
 
 
+BASKET = ("kettle", "toaster", "blender")  # one order's lines: three reservations, each a write of its own
+
+
 def test_warm_invocations_share_one_connection(container, service):
-    """six warm invocations, reads and writes, reach the stock service over one TCP connection"""
-    n, left = 6, service.stock["kettle"]
+    """six warm invocations, reads and writes, share one TCP connection, and each write is applied"""
+    n, left, order = 6, service.stock["kettle"], "o-basket"
     for i in range(1, n + 1):
         what = call(i, n)
         if i % 2:
             expect_stock(invoke(container, lookup(service), what), what, left)
         else:
-            order = f"o-{i}"
-            expect_reservation(invoke(container, reserve(service, order), what), what, order)
-            left -= 1
+            sku = BASKET[i // 2 - 1]
+            expect_reservation(invoke(container, reserve(service, order, sku), what), what, order)
+            left -= sku == "kettle"
+    applied = [r["sku"] for r in service.applied if r["order"] == order]
+    assert applied == list(BASKET), (
+        f"over {n} warm invocations, {n // 2} of them reservations of order {order}, one per line "
+        f"({', '.join(BASKET)}): "
+        f"expected the stock service to apply all three, it applied {', '.join(applied) or 'none'} "
+        f"({service.replayed} answered from an Idempotency-Key it had already applied; keys sent: "
+        f"{keys_seen(service, order)}): a key names one write, so two writes that differ share no key"
+    )
     assert service.accepted == 1, (
         f"over {n} invocations in one warm container ({n // 2} lookups, {n // 2} reservations, no freeze): "
         f"expected the stock service to accept 1 TCP connection for them all, it accepted {service.accepted}: "

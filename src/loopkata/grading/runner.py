@@ -152,6 +152,8 @@ def _snapshot(kata: Kata, impl: Path, tmp: Path) -> tuple[Path, dict[str, str], 
             target.write_bytes(data)
             if source == impl:
                 held[str(rel) if source.is_dir() else f.name] = data
+            elif _same_file(kata.kata_path / rel, data):
+                f = kata.kata_path / rel  # a reference file the starter ships unchanged: named as the learner knows it
             # the child names files relative to the project, this process relative to its cwd
             names[os.path.relpath(target, kata.root)] = os.path.relpath(f, kata.root)
             names[display_path(target)] = display_path(f)
@@ -165,6 +167,10 @@ def _snapshot(kata: Kata, impl: Path, tmp: Path) -> tuple[Path, dict[str, str], 
     # The relative spelling of a copy contains its absolute one: replace the longer first.
     names = dict(sorted(names.items(), key=lambda kv: -len(kv[0])))
     return copy, names, held
+
+
+def _same_file(path: Path, data: bytes) -> bool:
+    return path.is_file() and path.read_bytes() == data
 
 
 def _rename(text: str, names: dict[str, str]) -> str:
