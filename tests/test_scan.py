@@ -4,6 +4,7 @@ interfaces a team wires into CI (exit status, JSON, SARIF, ignore comments, pre-
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,11 +39,17 @@ BUG_LINES = {
     "blocking-handler": [("app.py", "text = model.complete(body.prompt)"), ("access_log.py", "access_log.info(")],
     "keepalive-stream": [("keepalive.py", "event = await asyncio.wait_for(anext(events), timeout=interval)")],
     "swallowed-traceback": [("", 'log.error("step %s failed: %s", name, type(outcome).__name__)')],
+    "warm-invocation": [("", "async with aiohttp.ClientSession(timeout=TIMEOUT) as session:")],
+    "nested-run": [("jobs.py", "result = task(*args)")],
+    "half-dead-pod": [("watchdog.py", "await asyncio.sleep(tick)")],
 }
 # Correct fixes of one kata that another kata's rule flags, each a true finding of that rule
 OTHER_KATAS_BUGS = {
     ("lock-reentry", "LK08"): "kata 05's service keeps the access log kata 08 teaches to fix: its middleware writes "
                               "its one line after `await call_next(...)`, so a request that hangs leaves none",
+    ("loop-id-reuse", "LK11"): "kata 02's session-per-invocation variant runs each invocation with asyncio.run and "
+                               "opens a new session in it: correct, and it pays the new TCP connection per warm "
+                               "invocation that kata 11 teaches to keep",
 }
 SAMPLES = ROOT / "tests" / "scan_samples"
 EXPECTED = re.compile(r"#\s*expect:\s*(LK\d\d(?:\s*,\s*LK\d\d)*)")
@@ -695,3 +702,132 @@ def test_lk08_leaves_alone_a_call_handed_to_a_thread_and_an_error_only_middlewar
     """})
     found = [(f.rule, f.line) for f in scan.scan([tmp_path], select={"LK08"}).findings]
     assert found == [("LK08", 24)], f"expected LK08 only on the route that calls fetch() itself, got {found}"
+
+
+# Decoys of katas 11 to 13 whose mistake their rule can read; the others' mistakes are in what
+# they do at run time (a freeze, a threshold, a queue), which the hidden tests catch.
+DECOYS_FLAGGED = {
+    "warm-invocation": {"new_key_per_attempt.py", "retry_every_post_without_key.py"},
+    "nested-run": {"fall_back_to_create_task", "nest_asyncio_apply", "new_event_loop_in_run_async",
+                   "run_until_complete_on_the_running_loop"},
+    "half-dead-pod": {"sys_exit_from_the_watchdog_thread", "watchdog_as_asyncio_task"},
+}
+
+
+def _as_graded(decoy: Path, kata, folder: Path) -> Path:
+    """The decoy as the grader sees it: a folder decoy laid over the reference fix, a file decoy alone."""
+    if decoy.is_file():
+        return decoy
+    shutil.copytree(ROOT / "solutions" / kata.path, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in decoy.glob("*.py"):
+        shutil.copy(path, folder / path.name)
+    return folder
+
+
+@pytest.mark.parametrize("kata_id", sorted(DECOYS_FLAGGED))
+def test_the_rules_of_katas_11_to_13_flag_the_decoys_whose_mistake_is_in_their_syntax(kata_id, tmp_path):
+    """LK11, LK12 and LK13 flag the decoys whose mistake the code spells out, and leave the others to the hidden tests"""
+    kata = next(k for k in catalogue.load(ROOT) if k.id == kata_id)
+    rule = f"LK{kata.number:02d}"
+    flagged = set()
+    for decoy in sorted((ROOT / "tests" / "decoys" / kata_id).iterdir()):
+        if decoy.name != "__pycache__" and scan.scan([_as_graded(decoy, kata, tmp_path / decoy.name)],
+                                                    select={rule}).findings:
+            flagged.add(decoy.name)
+    assert flagged == DECOYS_FLAGGED[kata_id], (
+        f"expected {rule} to flag the decoys {sorted(DECOYS_FLAGGED[kata_id])}, it flagged {sorted(flagged)}")
+
+
+def test_lk11_leaves_alone_reads_batches_and_a_key_made_before_the_attempts(tmp_path):
+    """LK11 flags a write sent again without a kept key, not a GET or PUT retried, a batch, a key handed in or **kwargs"""
+    write(tmp_path, {"client.py": """
+        import uuid
+        import aiohttp
+
+
+        async def retried(session, url, body, key, **options):
+            for attempt in range(3):
+                try:
+                    await session.get(url)
+                    await session.put(url, json=body)
+                    await session.post(url, json=body, headers={"Idempotency-Key": key})
+                    await session.post(url, json=body, **options)
+                    await session.post(url, json={**body, "idempotency_key": key})
+                    await session.post(url, json=body, headers={"Idempotency-Key": uuid.uuid4().hex})
+                    return
+                except aiohttp.ClientConnectionError:
+                    pass
+
+
+        async def batch(session, url, rows):
+            for row in rows:
+                try:
+                    await session.post(url, json=row)
+                except aiohttp.ClientError:
+                    continue
+    """})
+    found = [(f.rule, f.line) for f in scan.scan([tmp_path], select={"LK11"}).findings]
+    assert found == [("LK11", 13)], f"expected LK11 only on the write with a key made per attempt, got {found}"
+
+
+def test_lk12_leaves_alone_a_loop_starter_handed_to_a_thread_or_run_at_the_top(tmp_path):
+    """LK12 flags a loop starter called in a coroutine, not one handed to a thread, a guarded one, or asyncio.run at the top"""
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/sync.py": """
+        import asyncio
+
+
+        def run_async(coro):
+            return asyncio.run(coro)
+
+
+        def run_anywhere(coro):
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return asyncio.run(coro)
+            raise RuntimeError("await it instead")
+    """, "pkg/app.py": """
+        import asyncio
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .sync import run_async, run_anywhere
+
+        POOL = ThreadPoolExecutor()
+
+
+        async def work():
+            return 1
+
+
+        async def handler():
+            await asyncio.to_thread(run_async, work())
+            await asyncio.get_running_loop().run_in_executor(POOL, run_async, work())
+            threading.Thread(target=run_async, args=(work(),)).start()
+            POOL.submit(lambda: run_async(work()))
+            run_anywhere(work())
+            return run_async(work())
+
+
+        if __name__ == "__main__":
+            asyncio.run(handler())
+    """})
+    found = [(Path(f.path).name, f.line) for f in scan.scan([tmp_path], select={"LK12"}).findings]
+    assert found == [("app.py", 20)], f"expected LK12 only on the direct call of run_async() in handler(), got {found}"
+
+
+def test_a_scan_of_dot_inside_a_package_ends(tmp_path):
+    """`loopkata scan .` run inside a package's folder ends with its findings (the package's top is looked for upwards)"""
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/jobs.py": """
+        import asyncio
+
+
+        def run_async(coro):
+            return asyncio.run(coro)
+
+
+        async def job():
+            return run_async(asyncio.sleep(0))
+    """})
+    out = run_cli(".", cwd=tmp_path / "pkg")
+    assert out.returncode == 1 and "jobs.py:9:12: LK12" in out.stdout, out.stdout + out.stderr

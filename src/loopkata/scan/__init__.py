@@ -9,6 +9,9 @@ one sentence and that notebook. Modules:
 - `blocking_rules`: synchronous clients called in async routes, access lines written late (LK08);
 - `stream_rules`: a timeout that cancels a step of an async generator (LK09);
 - `logging_rules`: gathered exceptions logged without their traceback (LK10);
+- `invocation_rules`: writes sent again without a kept key, a client made per invocation (LK11);
+- `nested_loop_rules`: event loops started on a running loop's thread, across a package (LK12);
+- `watchdog_rules`: loop watchdogs that run on the loop they watch, or end only their thread (LK13);
 - `files`: which files are read, each within a size limit;
 - `newer_syntax`: modules in a newer Python's syntax, parsed by the newest Python on the machine;
 - `bounded_yaml`: deploy files' YAML, with a bound on what its aliases expand to;
@@ -27,7 +30,19 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import blocking_rules, celery_routes, files, logging_rules, newer_syntax, python_rules, ruff_rules, stream_rules
+from . import (
+    blocking_rules,
+    celery_routes,
+    files,
+    invocation_rules,
+    logging_rules,
+    nested_loop_rules,
+    newer_syntax,
+    python_rules,
+    ruff_rules,
+    stream_rules,
+    watchdog_rules,
+)
 
 RULES = {  # id -> what it finds; rule LKnn is taught by kata nn. The README's table is made from these.
     "LK01": "an asyncio `Lock`, `Semaphore`, `Event`, `Condition`, `Queue` or `Barrier` that outlives its event "
@@ -55,6 +70,15 @@ RULES = {  # id -> what it finds; rule LKnn is taught by kata nn. The README's t
     "LK10": "an exception that `gather(..., return_exceptions=True)` handed back, reported at WARNING or above "
             "without `exc_info` (its type's name or its text only), or with `log.exception()` outside an `except` "
             "block, where it attaches nothing",
+    "LK11": "an HTTP write (`post`, `patch`) sent again after an error, in an `except` block or a retry loop, "
+            "without an Idempotency-Key made before the first attempt (none, or a new one per attempt); and a "
+            "Lambda-style `handler(event, context)` whose `asyncio.run` opens a new client every invocation",
+    "LK12": "`asyncio.run` or `run_until_complete` reached from an `async def`, on the running loop's thread: a "
+            "plain function of the package that starts a loop, called in a coroutine or in a task it is handed to; "
+            "and `nest_asyncio.apply()`, which hides the error by blocking the loop",
+    "LK13": "an event-loop watchdog that runs as a task on the loop it watches (it times its own "
+            "`asyncio.sleep`), and `sys.exit(status)` in a function a `threading.Thread` runs, which ends that "
+            "thread only",
 }
 IGNORE = re.compile(r"#\s*loopkata:\s*ignore(?:\[(?P<rules>[A-Z0-9,\s]+)\])?")
 
@@ -102,10 +126,10 @@ def _package_root(path: Path) -> Path:
     """The top of the package a module belongs to: the folder of its outermost `__init__.py`;
     for a module in a folder without one (a namespace package, an app's folder of modules),
     that folder, whose modules import each other as one package does."""
-    folder = path.parent
+    folder = path.absolute().parent  # absolute: the parent of a relative "." is "." again, forever
     if not (folder / "__init__.py").exists():
         return folder
-    while (folder.parent / "__init__.py").exists():
+    while folder.parent != folder and (folder.parent / "__init__.py").exists():
         folder = folder.parent
     return folder
 
@@ -228,11 +252,16 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
     # LK08 follows calls across the project's defs only when some module has an async route
     blocking = blocking_rules.Blocking(names.values()) \
         if "LK08" in wanted and any(blocking_rules.has_routes(n) for n in names.values()) else None
+    # LK12 follows loop starters across each package's modules
+    starters = nested_loop_rules.Starters(names, {path: _package_root(path) for path in names}) \
+        if "LK12" in wanted and names else None
     for path in modules:
         try:
             judged = list(python_rules.check(names[path], _package_root(path) in loop_packages))
             judged += blocking_rules.check(names[path], blocking)
             judged += [*stream_rules.check(names[path]), *logging_rules.check(names[path])]
+            judged += [*invocation_rules.check(names[path]), *watchdog_rules.check(names[path])]
+            judged += nested_loop_rules.check(path, names[path], starters)
         except (RecursionError, MemoryError) as exc:
             report.warnings.append(f"{path}: not scanned ({_exhausted(exc)})")
             continue

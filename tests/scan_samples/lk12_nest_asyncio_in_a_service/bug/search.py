@@ -1,0 +1,17 @@
+"""Search endpoint that reuses the synchronous search client, which runs its own event loop inside."""
+import nest_asyncio
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from search_sdk import SearchClient
+
+nest_asyncio.apply()  # expect: LK12
+client = SearchClient()
+
+
+async def search(request):
+    return JSONResponse(client.search(request.query_params["q"]))
+
+
+app = Starlette(routes=[Route("/search", search)])
