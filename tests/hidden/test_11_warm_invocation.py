@@ -124,6 +124,15 @@ def expect_stock(answer: dict, what: str, left: int) -> None:
 
 
 def expect_reservation(answer: dict, what: str, order: str) -> None:
+    value = answer.get("value")
+    if "error" not in answer and isinstance(value, dict) and value.get("order") not in (None, order):
+        raise AssertionError(
+            f"{what}: expected the reservation of order {order} as the stock service answered it, got the answer "
+            f"to order {value.get('order')}, {value!r}: the write arrived under an Idempotency-Key the service had "
+            "already applied for that order, so it took the write for a retry and sent back the first answer; "
+            "a key must be new for every write (a key made from something that does not outlive it, such as "
+            "an id(), comes round again)"
+        )
     expect_value(answer, what, f"the reservation of order {order} as the stock service answered it",
                  lambda v: isinstance(v, dict) and v.get("order") == order and "reservation" in v)
 
@@ -173,26 +182,27 @@ FROZEN = (", the container frozen (SIGSTOP) just before it until the stock servi
 
 
 BASKET = ("kettle", "toaster", "blender")  # one order's lines: three reservations, each a write of its own
+WARM_CALLS = 30  # invocations: enough writes that a key made from something short-lived (an id) comes round again
 
 
 def test_warm_invocations_share_one_connection(container, service):
-    """six warm invocations, reads and writes, share one TCP connection, and each write is applied"""
-    n, left, order = 6, service.stock["kettle"], "o-basket"
+    """thirty warm invocations, reads and writes, share one TCP connection, and each write is applied"""
+    n, left, basket = WARM_CALLS, service.stock["kettle"], "o-basket"
     for i in range(1, n + 1):
         what = call(i, n)
         if i % 2:
             expect_stock(invoke(container, lookup(service), what), what, left)
-        else:
-            sku = BASKET[i // 2 - 1]
-            expect_reservation(invoke(container, reserve(service, order, sku), what), what, order)
-            left -= sku == "kettle"
-    applied = [r["sku"] for r in service.applied if r["order"] == order]
+            continue
+        order, sku = (basket, BASKET[i // 2 - 1]) if i // 2 <= len(BASKET) else (f"o-{i}", "kettle")
+        expect_reservation(invoke(container, reserve(service, order, sku), what), what, order)
+        left -= sku == "kettle"
+    applied = [r["sku"] for r in service.applied if r["order"] == basket]
     assert applied == list(BASKET), (
-        f"over {n} warm invocations, {n // 2} of them reservations of order {order}, one per line "
-        f"({', '.join(BASKET)}): "
-        f"expected the stock service to apply all three, it applied {', '.join(applied) or 'none'} "
-        f"({service.replayed} answered from an Idempotency-Key it had already applied; keys sent: "
-        f"{keys_seen(service, order)}): a key names one write, so two writes that differ share no key"
+        f"over {n} warm invocations, the first {len(BASKET)} reservations for order {basket}, one per line "
+        f"({', '.join(BASKET)}): expected the stock service to apply all three, it applied "
+        f"{', '.join(applied) or 'none'} ({service.replayed} answered from an Idempotency-Key it had already "
+        f"applied; keys sent: {keys_seen(service, basket)}): a key names one write, so two writes that differ "
+        "share no key"
     )
     assert service.accepted == 1, (
         f"over {n} invocations in one warm container ({n // 2} lookups, {n // 2} reservations, no freeze): "
@@ -207,12 +217,18 @@ def test_warm_invocations_share_one_connection(container, service):
 def test_a_write_after_a_freeze_succeeds_and_is_applied_once(container, short_service):
     """a reservation after a freeze past the service's keep-alive timeout succeeds, and is applied once"""
     service = short_service
-    seen = warm_then_freeze(container, service)
-    what = "a reservation after a lookup in one warm container" + FROZEN
-    if seen["open_at_stop"]:
-        what += f" (the timer closed {seen['closed_by_keepalive']} connection(s) meanwhile)"
-    expect_reservation(invoke(container, reserve(service, "o-after-freeze"), what), what, "o-after-freeze")
-    expect_applied_once(service, "o-after-freeze", what)
+    # First the service closes the idle connection (FIN), then, frozen again, it is reset (RST), as a
+    # load balancer drops an idle flow: aiohttp meets the two as different errors, on every Python.
+    for order, reset, how in (("o-after-freeze", False, ""),
+                              ("o-after-reset", True, ", this time reset (RST) rather than closed, as a load "
+                                                      "balancer drops an idle connection")):
+        service.reset_idle = reset
+        seen = warm_then_freeze(container, service)
+        what = "a reservation after a lookup in one warm container" + FROZEN + how
+        if seen["open_at_stop"]:
+            what += f" (the timer closed {seen['closed_by_keepalive']} connection(s) meanwhile)"
+        expect_reservation(invoke(container, reserve(service, order), what), what, order)
+        expect_applied_once(service, order, what)
 
 
 def test_a_write_applied_before_its_connection_died_is_applied_once(container, service):
@@ -235,6 +251,31 @@ def test_a_write_applied_before_its_connection_died_is_applied_once(container, s
         )
     expect_applied_once(service, order, what)
     expect_reservation(answer, what, order)
+
+
+MAX_ATTEMPTS = 3  # a write may go out this many times in all: once, and again a couple of times under its key
+REFUSED = 6  # writes the service refuses in a row: more than any bounded retry makes
+
+
+def test_a_write_the_service_never_takes_is_given_up(container, service):
+    """a reservation the service keeps refusing is given up after a few attempts, and handler raises"""
+    order = "o-refused"
+    service.refuse_next_writes(REFUSED)
+    what = call(1, 1, f", a reservation whose connection the stock service closes unapplied, {REFUSED} times "
+                      "in a row (an upstream that is down)")
+    answer = invoke(container, reserve(service, order), what)
+    sent = len(service.arrived_for(order))
+    assert sent <= MAX_ATTEMPTS, (
+        f"{what}: expected the write to go out at most {MAX_ATTEMPTS} times and handler to raise, but it went out "
+        f"{sent} times ({keys_seen(service, order)})"
+        + (" and handler then returned" if "error" not in answer else f" before handler raised {raised(answer)}")
+        + ": a retry with no limit holds the invocation until the platform kills it, and hammers a service that "
+          "is already down"
+    )
+    assert "error" in answer, (
+        f"{what}: expected handler to raise the connection error once it gave up, but it returned "
+        f"{answer.get('value')!r} (the write went out {sent} times and was never applied)"
+    )
 
 
 def test_nothing_is_left_running_between_invocations(container, short_service):

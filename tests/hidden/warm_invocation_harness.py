@@ -12,7 +12,11 @@ Used by the hidden tests (test_11_warm_invocation.py) and by notebook 11's lab.
   because they stayed idle past its keep-alive timeout, every write applied,
   every write that arrived. `drop_after_next_write()` makes it apply the next
   write and then close that connection without answering (the connection
-  died after the server had done the work).
+  died after the server had done the work); `refuse_next_writes(n)` closes
+  the connection of each of the next n writes unapplied (an upstream that is
+  down). With `reset_idle` set, it resets an
+  idle connection (RST) instead of closing it, as a load balancer or a NAT
+  gateway drops an idle flow.
 - `Container`: a warm Lambda container, for real: a Python process of its own
   that imports the implementation under test once and calls its
   `handler(event)` once per `invoke(event)`, on its main thread, as the
@@ -36,6 +40,8 @@ import json
 import os
 import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -86,6 +92,12 @@ class _Connection(asyncio.Protocol):
     def _idle_too_long(self):
         with self.service.lock:
             self.service.closed_idle += 1
+        if self.service.reset_idle:
+            # As a load balancer or NAT gateway drops an idle flow: a reset (RST), not a FIN.
+            sock = self.transport.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.transport.abort()
+            return
         self.transport.close()
 
     def data_received(self, data):
@@ -117,7 +129,7 @@ class _Connection(asyncio.Protocol):
         """Answer one request; False if the connection was closed instead."""
         status, payload, extra = self.service.handle(method, path, headers, body)
         if status is None:
-            self.transport.close()  # applied, then the connection died before the answer
+            self.transport.close()  # the connection died before the answer (the write applied or not)
             return False
         data = json.dumps(payload).encode()
         reason = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 409: "Conflict"}[status]
@@ -142,6 +154,7 @@ class StockService:
         self.lock = threading.Lock()
         self.accepted = 0  # connections accepted
         self.closed_idle = 0  # connections it closed because they stayed idle past `keepalive`
+        self.reset_idle = False  # True: an idle connection is reset (RST), as a load balancer does, not closed
         self.open: set[_Connection] = set()
         self.stock = dict(STOCK)
         self.applied: list[dict] = []  # every reservation applied, in order
@@ -149,6 +162,7 @@ class StockService:
         self.replayed = 0  # writes answered from a key already applied
         self._answers: dict[str, dict] = {}  # idempotency key -> the answer given when it was applied
         self._drop_next = False
+        self._refuse = 0  # writes still to refuse (refuse_next_writes)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -172,10 +186,15 @@ class StockService:
         with self.lock:
             self._drop_next = True
 
+    def refuse_next_writes(self, n: int) -> None:
+        """Close the connection of each of the next `n` writes as it arrives, unapplied (an upstream that is down)."""
+        with self.lock:
+            self._refuse = n
+
     # --- serving ---
 
     def handle(self, method: str, path: str, headers: dict, body: bytes):
-        """(status, payload, extra headers); status None: applied, then close without answering."""
+        """(status, payload, extra headers); status None: close without answering (applied or refused)."""
         if method == "GET" and path.startswith("/stock/"):
             sku = path[len("/stock/"):]
             with self.lock:
@@ -191,6 +210,9 @@ class StockService:
             key = headers.get("idempotency-key") or None
             with self.lock:
                 self.arrived.append({"order": order, "key": key})
+                if self._refuse:
+                    self._refuse -= 1
+                    return None, None, None
                 if key is not None and key in self._answers:
                     self.replayed += 1
                     return 201, self._answers[key], {"Idempotent-Replayed": "true"}

@@ -5,11 +5,10 @@ the retry works: the service answers the second attempt from its key. A
 connection the service closed while the container was frozen fails with
 ServerDisconnectedError too on Python 3.12 and later, but on 3.11 aiohttp
 finds it closed while it writes the request and raises ClientOSError ("Can
-not write request body"), which this retry lets through. Which error a dead
-connection raises depends on timing inside asyncio; both are
-aiohttp.ClientConnectionError, the family to catch.
-
-wrong_on_python = "<3.12"
+not write request body"); and a connection reset while the container was
+frozen, as a load balancer drops an idle flow, raises ClientOSError
+("Connection reset by peer") on every Python. This retry lets both through.
+All of them are aiohttp.ClientConnectionError, the family to catch.
 """
 import asyncio
 import uuid
