@@ -36,8 +36,6 @@ import threading
 import time
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-
 from loopkata import run_isolated
 
 ROOT = Path(__file__).resolve().parents[2]  # the project: notebooks/labs/ -> notebooks/ -> .
@@ -120,7 +118,8 @@ def experiment(impl: str, seconds: float, connections: int, freeze_limit: float 
         log_during = _watchdog_lines(pod.log())
         for t in threads:
             t.join(seconds + 10)
-        wait_until(lambda: _watchdog_lines(pod.log()), 1.0)
+        if freeze_limit is not None and seconds > freeze_limit:  # a watchdog with something to say: give it a moment
+            wait_until(lambda: _watchdog_lines(pod.log()), 1.0)
         run = {
             "seconds": seconds, "freeze_limit": freeze_limit, "connections": {"A": len(owned[frozen]),
                                                                                "B": len(owned[other])},
@@ -176,6 +175,8 @@ def report(run: dict) -> None:
 
 def draw(run: dict, title: str) -> None:
     """Every /health wait against when it was sent: pinned connections on the left, new connections on the right."""
+    import matplotlib.pyplot as plt  # here, not at the top: each experiment's process imports this module, draws nothing
+
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     panels = (("keep-alive connections pinned before the freeze", run["polls"]),
               ("kubelet probes, a new connection each", run["probes"]))

@@ -2,13 +2,15 @@
 
 Run as a script, this file is the server: `uvicorn --workers 2 --factory` on
 `drilled_app`, listening on a socket the test bound (its file descriptor is
-the first argument), so that the port is the kernel's choice, fresh per test.
+the first argument, the test's pid the second), so that the port is the
+kernel's choice, fresh per pod.
 Each worker is a separate process (uvicorn spawns them) that loads the
 package under test from $HALF_DEAD_IMPL, serves its `create_app()`, and adds
 the drill's routes in front of it:
 
 - `GET /_drill/freeze?seconds=S` holds the worker's event loop S seconds
-  (a blocking sleep on the loop, as a blocking handler does);
+  (a blocking sleep on the loop, as a blocking handler does); with
+  `&release=NAME`, only until the test creates the file NAME beside the record;
 - `GET /_drill/wait?seconds=S` waits S seconds without holding it.
 
 Every worker writes what it does to the record file $HALF_DEAD_RECORD, one
@@ -20,7 +22,12 @@ On the test's side: `Pod` starts that server in a process group of its own
 and always kills the group; `Pinned` is one keep-alive connection, and
 `owner()` tells which process holds the server's end of it (the client's port,
 then the server-side socket's inode in /proc/net/tcp*, then the process whose
-/proc/PID/fd holds it).
+/proc/PID/fd holds it). `Pods` lets the tests of a module share pods: a pod
+takes about a second to boot (three Python processes, two of them importing
+FastAPI), most of what a test costs, so a test that leaves its pod as it found
+it (the same two workers, no drill running) hands it to the next test with the
+same freeze limit; `Ahead` runs a test that only waits for the workers on a
+thread of its own while earlier tests run.
 """
 from __future__ import annotations
 
@@ -29,17 +36,17 @@ import contextlib
 import http.client
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import parse_qs
-
-import uvicorn
 
 from loopkata.services.processes import die_with_parent
 
@@ -75,6 +82,14 @@ async def _answer(send, status: int, payload: dict) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _hold_the_loop(seconds: float, release: str) -> None:
+    """Block this worker's event loop, as a blocking handler does: `seconds`, or until the file `release` exists."""
+    until = time.monotonic() + seconds
+    flag = Path(os.environ["HALF_DEAD_RECORD"]).with_name(Path(release).name) if release else None
+    while (left := until - time.monotonic()) > 0 and not (flag and flag.exists()):
+        time.sleep(min(left, 0.01) if flag else left)  # blocking, on the loop: the point
+
+
 def drilled_app():
     """The factory uvicorn calls in each worker: the app under test, with the drill's routes in front."""
     die_with_parent(signal.SIGKILL)()  # a worker whose supervisor was killed goes with it
@@ -86,10 +101,11 @@ def drilled_app():
         if drill not in ("freeze", "wait"):
             await inner(scope, receive, send)
             return
-        seconds = float(parse_qs(scope["query_string"].decode()).get("seconds", ["1"])[0])
+        query = parse_qs(scope["query_string"].decode())
+        seconds = float(query.get("seconds", ["1"])[0])
         _write_record(event="began", drill=drill, seconds=seconds)
         if drill == "freeze":
-            time.sleep(seconds)  # noqa: ASYNC251 - holds this worker's event loop, as a blocking handler does
+            _hold_the_loop(seconds, query.get("release", [""])[0])
         else:
             await asyncio.sleep(seconds)
         _write_record(event="ended", drill=drill, seconds=seconds)
@@ -99,6 +115,8 @@ def drilled_app():
 
 
 def serve(fd: int) -> None:
+    import uvicorn  # here, not at the top: the tests import this module too, and never need uvicorn
+
     uvicorn.run(f"{Path(__file__).stem}:drilled_app", factory=True, fd=fd, workers=2,
                 log_level="warning", access_log=False)
 
@@ -193,6 +211,9 @@ class Pod:
         self.port = 0
         self.listening = 0  # the listening socket's inode: what every worker holds
         self.pinned: list[Pinned] = []
+        self.seen = 0  # lines of the record that earlier tests on this pod wrote
+        self.ended = False
+        self.releases = itertools.count(1)
 
     def __enter__(self) -> Pod:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -209,9 +230,9 @@ class Pod:
                 env.pop(name, None)
             with open(self.log_file, "wb") as log:
                 self.process = subprocess.Popen(
-                    [sys.executable, __file__, str(listener.fileno())], pass_fds=(listener.fileno(),),
+                    [sys.executable, __file__, str(listener.fileno()), str(os.getpid())], pass_fds=(listener.fileno(),),
                     cwd=Path(__file__).parent, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=die_with_parent(signal.SIGKILL),
+                    start_new_session=True,  # no preexec_fn: pods are started from several threads (Ahead)
                 )
         finally:
             listener.close()  # the server holds its own copy
@@ -220,7 +241,8 @@ class Pod:
     def __exit__(self, *exc) -> None:
         for pinned in self.pinned:
             pinned.close()
-        if self.process is not None:
+        if self.process is not None and not self.ended:
+            self.ended = True
             # The group: the supervisor, its workers and anything they started. Killed before the
             # supervisor is reaped, so its pid (the group's id) cannot have gone to a stranger.
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -240,11 +262,15 @@ class Pod:
             return None
         return next((pid for pid in self.workers() if inode in socket_inodes(pid)), None)
 
-    def record(self) -> list[dict]:
-        """Every line the workers have written so far."""
+    def whole_record(self) -> list[dict]:
+        """Every line the workers have written since the pod started."""
         with contextlib.suppress(FileNotFoundError):
             return [json.loads(line) for line in self.record_file.read_text().splitlines() if line.strip()]
         return []
+
+    def record(self) -> list[dict]:
+        """Every line the workers have written during this test."""
+        return self.whole_record()[self.seen:]
 
     def drills(self, drill: str, event: str = "began") -> list[dict]:
         return [r for r in self.record() if r.get("drill") == drill and r["event"] == event]
@@ -259,7 +285,24 @@ class Pod:
         tail = "\n".join(self.log().strip().splitlines()[-8:])
         return f"the server exited with status {self.process.returncode}; its log ends:\n{tail}"
 
+    def running_drills(self) -> list[dict]:
+        """The drills a worker began and has not ended yet."""
+        running: dict[tuple[int, str], list[dict]] = {}
+        for r in self.whole_record():
+            if r["event"] == "began":
+                running.setdefault((r["pid"], r["drill"]), []).append(r)
+            elif r["event"] == "ended" and running.get((r["pid"], r["drill"])):
+                running[r["pid"], r["drill"]].pop(0)
+        return [r for began in running.values() for r in began]
+
     # --- driving it ---
+
+    def release(self) -> str:
+        """A fresh name for `&release=`: the freeze that carries it lasts until `let_go(name)`."""
+        return f"release-{next(self.releases)}"
+
+    def let_go(self, name: str) -> None:
+        (self.folder / name).touch()
 
     def pin(self, timeout: float = 30.0) -> Pinned:
         """A new keep-alive connection, answered once (GET /health), with its owner found."""
@@ -268,6 +311,15 @@ class Pod:
         pinned.get("/health")
         pinned.owner = self.owner(pinned)
         return pinned
+
+    def settled(self, workers: list[int], within: float = 5.0) -> bool:
+        """Whether the pod still has the same `workers`, alive, and none is running a drill (once its drills
+        have ended; `within` is a deadline against a hang)."""
+        def changed() -> bool:
+            return bool(self.died()) or self.workers() != workers
+
+        wait_until(lambda: changed() or not self.running_drills(), within)
+        return not changed() and not self.running_drills()
 
     def ready(self, within: float = STARTED_WITHIN) -> dict[int, list[Pinned]]:
         """Wait until both workers serve: keep connecting until each owns a connection; pid -> its connections."""
@@ -289,6 +341,112 @@ class Pod:
                            f"that answered were {sorted(owned) or 'none'}; the server's log:\n{self.log()[-2000:]}")
 
 
+class Pods:
+    """The pods one module's tests share, one per (implementation, WORKER_FREEZE_LIMIT); all killed on exit.
+
+    `lease()` hands a test a pod whose two workers serve, with a connection pinned to each.
+    When the test ends without an error, and the pod is as the test found it once its drills
+    have ended (the same two workers, alive, no drill running), the pod waits for the next
+    test; otherwise it is killed and the next test gets a new one.
+    """
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.numbers = itertools.count(1)
+        self.idle: dict[tuple[str, float | None], Pod] = {}
+        self.every: list[Pod] = []  # leased or idle: whatever happens, none outlives the module
+        self.lock = threading.Lock()  # tests on other threads lease pods too (Ahead)
+        self.closed = False
+
+    def __enter__(self) -> Pods:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self.lock:
+            self.closed = True
+            every, self.every, self.idle = self.every, [], {}
+        for pod in every:
+            pod.__exit__(None, None, None)
+
+    def _take(self, key: tuple[str, float | None], impl: Path) -> Pod:
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("the module's pods are closed")
+            pod = self.idle.pop(key, None)
+            if pod is None:
+                folder = self.folder / f"pod-{next(self.numbers)}"
+                folder.mkdir()
+                pod = Pod(impl, folder, key[1])
+                self.every.append(pod)
+        return pod if pod.process else pod.__enter__()
+
+    def _drop(self, pod: Pod) -> None:
+        with self.lock:
+            if pod in self.every:
+                self.every.remove(pod)
+        pod.__exit__(None, None, None)
+
+    @contextlib.contextmanager
+    def lease(self, impl: Path, freeze_limit: float | None = None):
+        """(pod, pid -> its pinned connections) for one test."""
+        key = (str(Path(impl).resolve()), freeze_limit)
+        pod = self._take(key, impl)
+        try:
+            for pinned in pod.pinned:
+                pinned.close()
+            pod.pinned, pod.seen = [], len(pod.whole_record())
+            owned = pod.ready()
+            yield pod, owned
+        except BaseException:
+            self._drop(pod)
+            raise
+        if pod.settled(sorted(owned)):
+            with self.lock:
+                if not self.closed and key not in self.idle:
+                    self.idle[key] = pod
+                    return
+        self._drop(pod)
+
+
+class Ahead:
+    """Tests that run on threads of their own, begun while earlier tests run; their own test collects the outcome.
+
+    A scenario that only waits for worker processes (a watchdog's) spends most of its time
+    waiting: begun early, its waiting overlaps other tests. Its assertions run on its thread,
+    and `outcome()` re-raises what it raised, on the test's own thread.
+    """
+
+    def __init__(self):
+        self.runs: dict[str, tuple[threading.Thread, dict]] = {}
+
+    def begin(self, scenario, *args) -> None:
+        """Start scenario(*args) on a thread, unless it has started already."""
+        if scenario.__name__ in self.runs:
+            return
+        outcome: dict = {}
+
+        def run() -> None:
+            try:
+                outcome["value"] = scenario(*args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by outcome(), on the test's thread
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=run, name=scenario.__name__, daemon=True)
+        self.runs[scenario.__name__] = (thread, outcome)
+        thread.start()
+
+    def outcome(self, scenario, *args, within: float = 60.0):
+        """scenario(*args)'s value, begun now if it has not been; what it raised is raised here."""
+        self.begin(scenario, *args)
+        thread, outcome = self.runs[scenario.__name__]
+        thread.join(within)  # a deadline against a hang: every wait inside a scenario has one of its own
+        if thread.is_alive():
+            raise RuntimeError(f"expected this test to end within {within:g} s, it was still waiting for its pod")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
+
+
 def wait_until(condition, seconds: float, every: float = 0.01):
     """condition()'s first true value within `seconds` (a deadline against a hang), else its last value."""
     deadline = time.monotonic() + seconds
@@ -300,4 +458,7 @@ def wait_until(condition, seconds: float, every: float = 0.01):
 
 
 if __name__ == "__main__":
+    die_with_parent(signal.SIGKILL)()  # the server goes with the test that started it...
+    if os.getppid() != int(sys.argv[2]):
+        sys.exit(1)  # ...and a test that was gone before that is not served at all
     serve(int(sys.argv[1]))

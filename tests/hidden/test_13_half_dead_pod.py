@@ -1,11 +1,17 @@
 """Hidden tests for kata 13, half-dead-pod.
 
-Every test starts a real `uvicorn --workers 2 --factory` on the package under
-test (half_dead_pod_harness.Pod): two worker processes sharing one listening
-socket on 127.0.0.1, in a process group of their own that the test kills
-whatever happens. The drill's routes, added in front of the app, freeze a
-worker's event loop for a set time or wait without freezing it, and every
-worker records what it did (pid, drill, begin and end). The tests keep
+Every test runs on a real `uvicorn --workers 2 --factory` serving the package
+under test (half_dead_pod_harness.Pod): two worker processes sharing one
+listening socket on 127.0.0.1, in a process group of their own that is killed
+whatever happens. The drill's tests share one pod (WORKER_FREEZE_LIMIT unset):
+each leaves it as it found it, its freezes ended, or the next test gets a new
+one. Each watchdog test has a pod of its own limit and only waits for worker
+processes: it begins on a thread of its own while the drill's tests run, and
+its own test collects what it found (half_dead_pod_harness.Ahead).
+
+The drill's routes, added in front of the app, freeze a worker's event loop
+(for a set time, or until the test lets go) or wait without freezing it, and
+every worker records what it did (pid, drill, begin and end). The tests keep
 connections of their own to both workers, mapped to their owners through
 /proc as the learner's drill must do, so they know which worker is which.
 
@@ -26,7 +32,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from half_dead_pod_harness import Pod, alive, wait_until
+from half_dead_pod_harness import Ahead, Pods, alive, wait_until
 
 from loopkata.services import ServiceUnavailable
 from loopkata.testing import hang_after, run_bounded
@@ -37,7 +43,7 @@ WAIT = 0.6  # seconds the clean run's slow request waits, its loop free
 SIBLING_FREEZE = 0.6  # seconds the test freezes the other worker during the clean run
 VOID_CONNECTIONS = 12  # max_connections given to the drill when a worker cannot be reached
 FREEZE_LIMIT = 0.5  # WORKER_FREEZE_LIMIT for the watchdog's tests
-GONE_WITHIN = 4.0  # seconds, at most, for a frozen worker to be gone: eight times its limit (a deadline only)
+GONE_WITHIN = 2.5  # seconds, at most, for a frozen worker to be gone: five times its limit (a deadline only)
 SERVED_WITHIN = 8.0  # seconds, at most, for a new worker to start and serve (a deadline only)
 BUSY_LIMIT = 1.5  # WORKER_FREEZE_LIMIT while a worker's loop is busy for...
 BUSY = 0.5  # ...this long: a third of the limit
@@ -49,6 +55,23 @@ def linux_only():
     if not sys.platform.startswith("linux"):
         raise ServiceUnavailable("This kata reads /proc to find which worker process owns a connection, and only "
                                  "Linux has it: run it on Linux (Binder, a Linux container or WSL 2).")
+
+
+@pytest.fixture(scope="module")
+def pods(tmp_path_factory):
+    with Pods(tmp_path_factory.mktemp("pods")) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def ahead(pods):  # after pods: its scenarios' pods are killed before their threads are left behind
+    return Ahead()
+
+
+def watchdog_tests_ahead(ahead, pods, kata) -> None:
+    """Begin the watchdog's tests, which only wait for worker processes, while the drill's tests run."""
+    ahead.begin(a_frozen_worker_is_replaced, pods, impl_of(kata))
+    ahead.begin(a_busy_loop_does_not_cost_its_worker_its_life, pods, impl_of(kata))
 
 
 def impl_of(kata) -> Path:
@@ -76,11 +99,12 @@ def who(pid, a: int, b: int) -> str:
     return {a: "worker A", b: "worker B"}.get(pid, f"pid {pid!r}, which is neither worker")
 
 
-def test_the_drill_says_fail_when_the_slow_request_freezes_its_worker(kata, tmp_path):
+def test_the_drill_says_fail_when_the_slow_request_freezes_its_worker(kata, pods, ahead):
     """in control mode, the drill says fail when its slow request freezes the worker serving it, and names that worker"""
     path = f"/_drill/freeze?seconds={FREEZE:g}"
-    with Pod(impl_of(kata), tmp_path) as pod:
-        workers = sorted(pod.ready())
+    watchdog_tests_ahead(ahead, pods, kata)
+    with pods.lease(impl_of(kata)) as (pod, pinned):
+        workers = sorted(pinned)
         verdict = run_drill(kata, pod, workers, path)
         froze = [r["pid"] for r in pod.drills("freeze")]
     assert froze, f"expected the drill to send GET {path}, but no worker served it ({HOW})"
@@ -98,17 +122,21 @@ def test_the_drill_says_fail_when_the_slow_request_freezes_its_worker(kata, tmp_
     )
 
 
-def test_the_drill_says_void_when_a_worker_cannot_be_reached(kata, tmp_path):
+def test_the_drill_says_void_when_a_worker_cannot_be_reached(kata, pods, ahead):
     """the drill says void, never pass, when one of the workers cannot be reached"""
-    with Pod(impl_of(kata), tmp_path) as pod:
-        pinned = pod.ready()
+    watchdog_tests_ahead(ahead, pods, kata)
+    with pods.lease(impl_of(kata)) as (pod, pinned):
         workers = sorted(pinned)
-        frozen = workers[0]
-        pinned[frozen][0].send("/_drill/freeze?seconds=60")  # for the rest of the test
-        assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
-            f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
-        )
-        verdict = run_drill(kata, pod, workers, f"/_drill/wait?seconds={WAIT:g}", max_connections=VOID_CONNECTIONS)
+        frozen, release = workers[0], pod.release()
+        pinned[frozen][0].send(f"/_drill/freeze?seconds=60&release={release}")  # until the drill has said its verdict
+        try:
+            assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
+                f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
+            )
+            verdict = run_drill(kata, pod, workers, f"/_drill/wait?seconds={WAIT:g}",
+                                max_connections=VOID_CONNECTIONS)
+        finally:
+            pod.let_go(release)
     how = (f"worker A's event loop was frozen before the drill began, so it accepted none of the drill's "
            f"connections; max_connections={VOID_CONNECTIONS}, {HOW}")
     assert getattr(verdict, "outcome", None) == "void", (
@@ -117,11 +145,11 @@ def test_the_drill_says_void_when_a_worker_cannot_be_reached(kata, tmp_path):
     )
 
 
-def test_the_drill_says_pass_when_the_slow_request_leaves_its_worker_free(kata, tmp_path):
+def test_the_drill_says_pass_when_the_slow_request_leaves_its_worker_free(kata, pods, ahead):
     """in clean mode, the drill says pass when its slow request leaves its worker free, even while the other worker is frozen"""
     path = f"/_drill/wait?seconds={WAIT:g}"
-    with Pod(impl_of(kata), tmp_path) as pod:
-        pinned = pod.ready()
+    watchdog_tests_ahead(ahead, pods, kata)
+    with pods.lease(impl_of(kata)) as (pod, pinned):
         workers = sorted(pinned)
         result = {}
 
@@ -163,10 +191,14 @@ def answers(pinned) -> bool:
     return True
 
 
-def test_a_frozen_worker_is_replaced(kata, tmp_path):
+def test_a_frozen_worker_is_replaced(kata, pods, ahead):
     """a worker whose event loop stays frozen past WORKER_FREEZE_LIMIT exits, a new worker serves, and the other keeps running"""
-    with Pod(impl_of(kata), tmp_path, freeze_limit=FREEZE_LIMIT) as pod:
-        pinned = pod.ready()
+    ahead.outcome(a_frozen_worker_is_replaced, pods, impl_of(kata))
+
+
+def a_frozen_worker_is_replaced(pods, impl):
+    """What test_a_frozen_worker_is_replaced checks, on a pod of its own; raises what it finds wrong."""
+    with pods.lease(impl, FREEZE_LIMIT) as (pod, pinned):
         frozen, healthy = sorted(pinned)
         pinned[frozen][0].send("/_drill/freeze?seconds=60")
         assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
@@ -209,10 +241,14 @@ def test_a_frozen_worker_is_replaced(kata, tmp_path):
         )
 
 
-def test_a_busy_loop_does_not_cost_its_worker_its_life(kata, tmp_path):
+def test_a_busy_loop_does_not_cost_its_worker_its_life(kata, pods, ahead):
     """a worker whose event loop is busy for a third of WORKER_FREEZE_LIMIT keeps running and serving"""
-    with Pod(impl_of(kata), tmp_path, freeze_limit=BUSY_LIMIT) as pod:
-        pinned = pod.ready()
+    ahead.outcome(a_busy_loop_does_not_cost_its_worker_its_life, pods, impl_of(kata))
+
+
+def a_busy_loop_does_not_cost_its_worker_its_life(pods, impl):
+    """What test_a_busy_loop_does_not_cost_its_worker_its_life checks, on a pod of its own; raises what it finds wrong."""
+    with pods.lease(impl, BUSY_LIMIT) as (_pod, pinned):
         busy, other = sorted(pinned)
         how = (f"worker A's event loop held for {BUSY:g} s by GET /_drill/freeze?seconds={BUSY:g}, "
                f"WORKER_FREEZE_LIMIT={BUSY_LIMIT:g}, {HOW}")
