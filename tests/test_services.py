@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from loopkata import services
+from loopkata.grading import runner
+from loopkata.model import catalogue
 from loopkata.services import embedded_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,3 +249,15 @@ def test_a_worker_that_cannot_start_says_why(tmp_path):
     assert "exited" in str(raised.value) and "no_such_module" in str(raised.value), str(raised.value)
     with pytest.raises(celery_workers.WorkerError, match="does not start a Celery worker"):
         celery_workers.start("uvicorn reports.web:app", pythonpath=tmp_path, env={})
+
+
+@pytest.mark.parametrize("kata_id", ["warm-invocation", "half-dead-pod"])
+def test_a_linux_only_kata_elsewhere_says_so_and_never_solved(monkeypatch, kata_id):
+    """a kata that needs /proc or SIGSTOP, checked on another system, says so in one sentence and is not solved"""
+    kata = next(k for k in catalogue.load() if k.id == kata_id)
+    assert "linux" in kata.services, f"{kata_id}: the catalogue does not say that the kata needs Linux"
+    monkeypatch.setitem(services.PLATFORMS, "linux", (False, services.PLATFORMS["linux"][1]))
+    monkeypatch.setattr(services.sys, "platform", "darwin")
+    result = runner.check(kata, kata.solution_path)
+    assert not result.passed and result.problem, f"expected a check that cannot run, got {result.verdict}"
+    assert "\n" not in result.problem and "Linux only" in result.problem and "darwin" in result.problem, result.problem

@@ -1,7 +1,8 @@
 """Services a kata needs, and a clear paragraph when one is missing.
 
-Each entry names the Python packages that must import. Katas list the
-services they need in the catalogue; the grader asks here before running
+Each entry names the Python packages that must import, or the operating
+system the kata needs (PLATFORMS). Katas list the services they need in the
+catalogue; the grader asks here before running
 anything. HTTP servers on 127.0.0.1 are started by the tests themselves;
 PostgreSQL is started here, by `postgres()`, once per process that needs it.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +30,24 @@ SERVICES: dict[str, tuple[tuple[str, ...], str]] = {
                  "package, and talks to it with SQLAlchemy and asyncpg."),
 }
 
+# name -> (whether this machine offers it, what the kata uses it for): the operating system, not a package
+PLATFORMS: dict[str, tuple[bool, str]] = {
+    "linux": (sys.platform.startswith("linux"),
+              "It reads /proc or freezes processes with SIGSTOP, as only Linux lets it: run it on Linux (Binder, "
+              "a JupyterHub, a Linux container or WSL 2)."),
+}
+
 _SETUP = "Run `make lab` or `make test` once: both install everything the katas need into .venv."
 
 
 def problem(names) -> str:
     """'' when every named service is available, else one paragraph saying what is missing."""
     for name in names:
+        if name in PLATFORMS:
+            offered, why = PLATFORMS[name]
+            if not offered:
+                return f"This kata runs on Linux only, and this machine runs {sys.platform}. {why}"
+            continue
         if name not in SERVICES:
             return f"The catalogue names a service '{name}' that loopkata does not know."
         modules, why = SERVICES[name]
