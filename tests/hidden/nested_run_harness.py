@@ -12,7 +12,9 @@
   thread of its own, lifespan included, stopped (and the thread joined) when
   the block ends. `Served.shut_down()` runs the app's shutdown while the test
   watches: whether it finished within a number of event loop turns in which
-  nothing the app waits for can have happened.
+  nothing the app waits for can have happened. `Served.look()` asks the same
+  again later, through a callback the event loop must run: so it also tells
+  whether the loop still runs while the shutdown waits.
 - `JobLog`: every record of the logger `reports.jobs`, with its traceback.
 
 Nothing here outlives its `with` block: the warehouse lets every call go before
@@ -21,6 +23,7 @@ anything is stopped, so no job can be left waiting for it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import ssl
@@ -35,7 +38,7 @@ from loopkata.testing import describe_frames
 
 JOBS_LOGGER = "reports.jobs"
 QUIET_TURNS = 200  # event loop turns in which a shutdown with nothing to wait for ends (it needs about ten)
-SHUTDOWN_GUARD = 2.0  # seconds the server waits for the app's shutdown before it gives up on it (a deadline, not a verdict)
+SHUTDOWN_GUARD = 2.0  # seconds the server waits for the app's shutdown after the test's last look before it gives up on it (a deadline, not a verdict)
 
 # The tests speak plain HTTP to 127.0.0.1: a TLS context that loads no CA
 # bundle makes each httpx client some 30 ms cheaper to build.
@@ -220,6 +223,7 @@ class Served:
     def __init__(self, url: str, thread: threading.Thread, state: dict, errors: ServerErrors):
         self.url, self.loop_thread, self._state, self.errors = url, thread, state, errors
         self.loop = state["loop"]
+        self.held_at = []  # where the event loop thread was held, the last time a watch found it held
 
     def loop_lines(self) -> list[str]:
         """The lines of the code under test that the event loop thread is running right now (none if it is free)."""
@@ -240,22 +244,66 @@ class Served:
             time.sleep(0.02)
         return lines
 
-    def shut_down(self, seconds: float) -> str:
+    def shut_down(self, seconds: float, record=None) -> str:
         """Start the app's shutdown (its lifespan's end), and watch it for QUIET_TURNS turns of its event loop.
 
         "done": it finished within them; "waiting": it had not, so it waits for something;
-        "blocked": the event loop thread is held in the code under test (it waits, blocking the loop);
-        "stuck": none of these within `seconds`.
+        "blocked": the event loop thread is held in the code under test (it waits, blocking the loop),
+        where `held_at` says; "stuck": none of these within `seconds`. `record()`, if given, is called
+        on the event loop thread the moment the shutdown ends: `at_end` is what it returned.
         """
         state = self._state
+        state["record"] = record
+        state["give up at"] = time.monotonic() + SHUTDOWN_GUARD
         self.loop.call_soon_threadsafe(state["stop"].set)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if state["watched"].wait(0.02):
                 return state["within"]
-            if self.loop_held():
+            if self._held():
                 return "blocked"
         return "stuck"
+
+    def look(self, seconds: float) -> str:
+        """Once the shutdown waits: watch it for QUIET_TURNS more turns of its event loop, from a callback
+        scheduled on that loop now (call_soon_threadsafe).
+
+        "done": it has finished (within those turns, or before); "waiting": it had not finished after them;
+        "blocked": the callback has not run, and the event loop thread is held in the code under test,
+        where `held_at` says; "stuck": none of these within `seconds`.
+        """
+        state = self._state
+        if state["finished"].is_set():
+            return "done"
+        state["give up at"] = time.monotonic() + SHUTDOWN_GUARD
+        watching = quiet_turns(state["ending"])
+        try:
+            watch = asyncio.run_coroutine_threadsafe(watching, self.loop)
+        except RuntimeError:  # the loop has closed: the shutdown ended, or the server gave up on it
+            watching.close()
+            return "done" if state["finished"].is_set() else "stuck"
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                return watch.result(0.02)
+            except concurrent.futures.TimeoutError:
+                pass
+            if state["finished"].is_set():
+                return "done"
+            if self._held():
+                return "blocked"
+        return "stuck"
+
+    def _held(self) -> bool:
+        lines = self.loop_held()
+        if lines:
+            self.held_at = lines
+        return bool(lines)
+
+    @property
+    def at_end(self):
+        """What the shutdown's `record()` returned the moment the shutdown ended (None before)."""
+        return self._state.get("at end")
 
     def shutdown_finished(self, seconds: float) -> bool:
         """Wait until the app's shutdown has finished, at most `seconds`; has it?"""
@@ -307,16 +355,24 @@ def served(app, log_level: str = "error"):
         for listener in server.servers:
             await listener.wait_closed()
         # The app's shutdown, watched turn by turn: with nothing to wait for it ends in a few turns.
-        ending = asyncio.create_task(server.lifespan.shutdown())
-        for _ in range(QUIET_TURNS):
-            if ending.done():
-                break
-            await asyncio.sleep(0)
-        state["within"] = "done" if ending.done() else "waiting"
+        ending = state["ending"] = asyncio.create_task(server.lifespan.shutdown())
+        ending.add_done_callback(on_shutdown_end)
+        state["within"] = await quiet_turns(ending)
         state["watched"].set()
-        await asyncio.wait({ending}, timeout=SHUTDOWN_GUARD)
-        if ending.done():
-            state["finished"].set()
+        # The test may look again while the shutdown waits: each look puts off the moment the server gives up.
+        state.setdefault("give up at", time.monotonic() + SHUTDOWN_GUARD)
+        while not ending.done() and time.monotonic() < state["give up at"]:
+            await asyncio.wait({ending}, timeout=0.05)
+
+    def on_shutdown_end(ending: asyncio.Task) -> None:
+        if ending.cancelled():
+            return  # the server gave up on it
+        if state.get("record") is not None:
+            try:
+                state["at end"] = state["record"]()
+            except Exception as exc:  # noqa: BLE001 - reported to the test as what was seen
+                state["at end"] = {"state": f"unknown: {type(exc).__name__}: {exc}"}
+        state["finished"].set()
 
     def run():
         try:
@@ -347,6 +403,15 @@ def served(app, log_level: str = "error"):
         thread.join(5)
         server_log.removeHandler(errors)
         server_log.propagate = propagates
+
+
+async def quiet_turns(ending: asyncio.Task) -> str:
+    """Watch the app's shutdown for QUIET_TURNS turns of the event loop: "done" if it ends within them, else "waiting"."""
+    for _ in range(QUIET_TURNS):
+        if ending.done():
+            break
+        await asyncio.sleep(0)
+    return "done" if ending.done() else "waiting"
 
 
 class JobLog(logging.Handler):
