@@ -21,8 +21,10 @@ fine: leave `tasks.py` as it is, a worker process runs it unchanged):
   `GET /health` answers while jobs run;
 - jobs started at the same time run at the same time, and each finishes as
   soon as its own work is done;
-- the app's shutdown (`jobs.drain()`) waits for every job still running, and
-  the runner lets go of each job once it has finished.
+- the app's shutdown (`jobs.drain()`) waits for every job still running, for
+  as long as it runs (no deadline of its own: the platform's grace period
+  decides that), without blocking the event loop meanwhile; and the runner
+  lets go of each job once it has finished.
 
 The hidden tests serve `app.create_app(warehouse_url)` with uvicorn on
 127.0.0.1 (its lifespan included) against a stand-in for the warehouse's HTTP
