@@ -86,14 +86,14 @@ def experiment(impl: str, seconds: float, connections: int, freeze_limit: float 
         start, stop_at = began[0]["at"], began[0]["at"] + seconds + AFTER
         polls, probes = [], []
 
-        def poll(pinned) -> None:
+        def poll(pinned, number: int) -> None:
             while time.monotonic() < stop_at:
                 sent = time.monotonic()
                 try:
                     pinned.get("/health")
-                    polls.append((name[pinned.owner], sent - start, time.monotonic() - sent))
+                    polls.append((name[pinned.owner], sent - start, time.monotonic() - sent, number))
                 except (OSError, http.client.HTTPException):
-                    polls.append((name[pinned.owner], sent - start, None))  # the worker is gone
+                    polls.append((name[pinned.owner], sent - start, None, number))  # the worker is gone
                     return
                 time.sleep(PROBE_EVERY)
 
@@ -110,7 +110,8 @@ def experiment(impl: str, seconds: float, connections: int, freeze_limit: float 
                     probes.append(("none", sent - start, None))  # no answer within the kubelet's timeout
                 time.sleep(max(0.0, PROBE_EVERY - (time.monotonic() - sent)))
 
-        threads = [threading.Thread(target=poll, args=(p,), daemon=True) for ps in owned.values() for p in ps]
+        every_pinned = [p for ps in owned.values() for p in ps]
+        threads = [threading.Thread(target=poll, args=(p, n), daemon=True) for n, p in enumerate(every_pinned)]
         threads.append(threading.Thread(target=kubelet, daemon=True))
         for t in threads:
             t.start()
@@ -150,7 +151,7 @@ def freeze(starter: Path, seconds: float = 2.5, connections: int = 20, freeze_li
 
 
 def _slowest(points, worker: str) -> float | None:
-    waits = [w for who, _, w in points if who == worker and w is not None]
+    waits = [w for who, _, w, *_ in points if who == worker and w is not None]
     return max(waits) if waits else None
 
 
@@ -173,24 +174,48 @@ def report(run: dict) -> None:
         print(f"  the drill as shipped (harness.check_workers) says: {run['drill']['outcome']} ({run['drill']['reason']})")
 
 
+def waited_out(run: dict) -> tuple[int, float]:
+    """How many of worker A's keep-alive connections waited past the kubelet's timeout for /health, and the longest wait."""
+    waits = {}
+    for who, _, w, conn in run["polls"]:
+        if who == "A" and w is not None and w > KUBELET_TIMEOUT:
+            waits[conn] = max(w, waits.get(conn, 0.0))
+    return len(waits), max(waits.values(), default=0.0)
+
+
 def draw(run: dict, title: str) -> None:
-    """Every /health wait against when it was sent: pinned connections on the left, new connections on the right."""
+    """Every /health as a bar from when it was sent to when it was answered: pinned connections above, one row
+    each (worker A's first), the kubelet's probes on new connections below, one row per worker that answered."""
     import matplotlib.pyplot as plt  # here, not at the top: each experiment's process imports this module, draws nothing
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    panels = (("keep-alive connections pinned before the freeze", run["polls"]),
-              ("kubelet probes, a new connection each", run["probes"]))
-    for ax, (heading, points) in zip(axes, panels):
-        ax.axvspan(0, run["seconds"], color="0.9", label=f"worker A's loop frozen ({run['seconds']:g} s)")
-        for worker in ("A", "B"):
-            mine = [(at, w) for who, at, w in points if who == worker and w is not None]
-            if mine:
-                ax.scatter([at for at, _ in mine], [max(w, 1e-4) for _, w in mine], s=14, color=COLOURS[worker],
-                           label=f"answered by worker {worker}" + (" (frozen)" if worker == "A" else ""))
-        ax.set_yscale("log")
-        ax.set_xlabel("when /health was sent (s since the freeze began)")
-        ax.set_title(heading, fontsize=10)
-        ax.legend(fontsize=8, loc="upper right")
-    axes[0].set_ylabel("wait for /health (s, log scale)")
+    pinned = sorted({(who, conn) for who, _, _, conn in run["polls"]})  # ("A", n) rows sort before ("B", n)
+    rows = {key: len(pinned) - i for i, key in enumerate(pinned)}  # worker A's rows on top
+    end = max([at + (w or 0) for _, at, w, *_ in run["polls"] + run["probes"]], default=run["seconds"])
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True,
+                                      gridspec_kw={"height_ratios": [max(len(pinned), 4), 2]})
+    for ax in (top, bottom):
+        ax.axvspan(0, run["seconds"], color="0.92", zorder=0)
+    for who, at, w, conn in run["polls"]:
+        if w is not None:
+            top.broken_barh([(at, max(w, end / 400))], (rows[who, conn] - 0.35, 0.7), color=COLOURS[who])
+    top.set_yticks([rows[key] for key in pinned], [f"{who}" for who, _ in pinned], fontsize=7)
+    top.set_ylabel("pinned keep-alive connection\n(owned by worker A or B)")
+    top.set_title("each keep-alive connection polling /health: a bar from request to answer", fontsize=10)
+    count, longest = waited_out(run)
+    if count:
+        a_rows = [rows[key] for key in pinned if key[0] == "A"]
+        top.text(run["seconds"] / 2, sum(a_rows) / len(a_rows),
+                 f"{count} connection{'s' if count > 1 else ''} of worker A waited {longest:.1f} s",
+                 ha="center", va="center", color="white", fontsize=11, fontweight="bold",
+                 bbox={"facecolor": COLOURS["A"], "edgecolor": "none"})
+    probe_rows = {"A": 2, "B": 1}
+    for who, at, w in run["probes"]:
+        if w is not None and who in probe_rows:
+            bottom.broken_barh([(at, max(w, end / 400))], (probe_rows[who] - 0.35, 0.7), color=COLOURS[who])
+    bottom.set_yticks([2, 1], ["worker A", "worker B"])
+    bottom.set_ylim(0.4, 2.6)
+    bottom.set_ylabel("answered by")
+    bottom.set_title("the kubelet's probes, a new connection each, on the row of the worker that answered", fontsize=10)
+    bottom.set_xlabel(f"seconds since worker A's loop froze (shaded: the {run['seconds']:g} s freeze)")
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ class Pinned:
     def __init__(self, port: int, workers: list[int], timeout: float):
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         self.waits: list[float] = []
+        self.asked_at: float | None = None  # when the /health in flight was sent; None between polls
         self.broken = ""
         self.get("/health")  # answered, so accepted: the server's end now belongs to a worker
         inode = server_side_inode(port, self.conn.sock.getsockname()[1])
@@ -74,26 +76,50 @@ class Pinned:
     def poll(self, running: threading.Event, every: float) -> None:
         """GET /health again and again while the slow request runs, timing each wait."""
         while running.is_set():
-            started = time.monotonic()
+            self.asked_at = started = time.monotonic()
             try:
                 self.get("/health")
             except (OSError, http.client.HTTPException) as exc:
-                self.broken = f"{type(exc).__name__}: {exc}"  # a worker that died answers nothing
-                self.waits.append(time.monotonic() - started)
+                if running.is_set():  # not the drill hanging up
+                    self.broken = f"{type(exc).__name__}: {exc}"  # a worker that died answers nothing
                 return
             self.waits.append(time.monotonic() - started)
+            self.asked_at = None
             time.sleep(every)
+
+    def fetch(self, path: str, running: threading.Event) -> None:
+        """GET `path` on this connection; what breaks it is kept in `broken`."""
+        try:
+            self.get(path)
+        except (OSError, http.client.HTTPException) as exc:
+            if running.is_set():
+                self.broken = f"{type(exc).__name__}: {exc}"
+
+    def waited(self) -> float:
+        """The longest wait for /health on this connection, the one still in flight included."""
+        asked = self.asked_at
+        return max([time.monotonic() - asked if asked is not None else 0.0, *self.waits])
+
+    def hang_up(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.conn.sock is not None:
+                self.conn.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread still waiting for an answer
+        self.conn.close()
 
 
 def check_workers(port: int, workers: list[int], slow_path: str, *, limit: float,
                   max_connections: int = 64, poll_every: float = 0.05, timeout: float = 60.0) -> Verdict:
     """Pin connections to every worker, send GET `slow_path`, and judge the worker that serves it.
 
-    "fail": a connection of that worker waited longer than `limit` seconds for /health (or
-    broke); "pass": none did; "void": after `max_connections` connections some worker still
-    owned none, so the drill cannot speak for it.
+    "fail": a connection of that worker has waited longer than `limit` seconds for /health
+    (answered or not yet) or broke; "pass": none did while the slow request ran; "void":
+    after `max_connections` connections some worker still owned none, so the drill cannot
+    speak for it. A frozen worker may never answer, so the drill does not wait for it: it
+    says fail as soon as a wait passes the limit.
     """
     pinned: list[Pinned] = []
+    running = threading.Event()
+    threads: list[threading.Thread] = []
     try:
         while {p.owner for p in pinned} < set(workers) and len(pinned) < max_connections:
             pinned.append(Pinned(port, workers, timeout))
@@ -106,22 +132,21 @@ def check_workers(port: int, workers: list[int], slow_path: str, *, limit: float
         pinned.append(slow)
         if slow.owner is None:
             return Verdict("void", reason="the slow request's connection belongs to none of the workers given")
-        running = threading.Event()
         running.set()
         pollers = [threading.Thread(target=p.poll, args=(running, poll_every), daemon=True) for p in pinned[:-1]]
-        for t in pollers:
+        sending = threading.Thread(target=slow.fetch, args=(slow_path, running), daemon=True)  # the slow request
+        threads = [*pollers, sending]
+        for t in threads:
             t.start()
-        try:
-            slow.get(slow_path)
-        finally:
-            running.clear()
-            for t in pollers:
-                t.join(timeout)
-
-        worst = {pid: max((w for p in pinned[:-1] if p.owner == pid for w in p.waits), default=0.0)
-                 for pid in workers}
         judged = [p for p in pinned[:-1] if p.owner == slow.owner]
-        broken = [p.broken for p in judged if p.broken]
+        deadline = time.monotonic() + timeout
+        while (sending.is_alive() and time.monotonic() < deadline
+               and not any(p.broken for p in [*judged, slow]) and not any(p.waited() > limit for p in judged)):
+            time.sleep(poll_every)
+
+        worst = {pid: max((p.waited() for p in pinned[:-1] if p.owner == pid), default=0.0)
+                 for pid in workers}
+        broken = [p.broken for p in [*judged, slow] if p.broken]
         if broken or worst[slow.owner] > limit:
             why = broken[0] if broken else f"/health waited {worst[slow.owner]:.3f} s on a connection it owns"
             return Verdict("fail", slow.owner, worst, f"worker {slow.owner} served {slow_path}: {why} "
@@ -129,5 +154,8 @@ def check_workers(port: int, workers: list[int], slow_path: str, *, limit: float
         return Verdict("pass", slow.owner, worst, f"worker {slow.owner} served {slow_path}; its slowest /health "
                                                   f"took {worst[slow.owner]:.3f} s on {len(judged)} connections")
     finally:
+        running.clear()
         for p in pinned:
-            p.conn.close()
+            p.hang_up()
+        for t in threads:
+            t.join(timeout)

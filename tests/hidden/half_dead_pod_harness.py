@@ -11,6 +11,7 @@ the drill's routes in front of it:
 - `GET /_drill/freeze?seconds=S` holds the worker's event loop S seconds
   (a blocking sleep on the loop, as a blocking handler does); with
   `&release=NAME`, only until the test creates the file NAME beside the record;
+  with `&times=N&gap=G`, N times, the loop free for G seconds between two holds;
 - `GET /_drill/wait?seconds=S` waits S seconds without holding it.
 
 Every worker writes what it does to the record file $HALF_DEAD_RECORD, one
@@ -105,7 +106,11 @@ def drilled_app():
         seconds = float(query.get("seconds", ["1"])[0])
         _write_record(event="began", drill=drill, seconds=seconds)
         if drill == "freeze":
-            _hold_the_loop(seconds, query.get("release", [""])[0])
+            times, gap = int(query.get("times", ["1"])[0]), float(query.get("gap", ["0"])[0])
+            for hold in range(times):
+                if hold:
+                    await asyncio.sleep(gap)  # the loop turns: whatever was due while it was held runs now
+                _hold_the_loop(seconds, query.get("release", [""])[0])
         else:
             await asyncio.sleep(seconds)
         _write_record(event="ended", drill=drill, seconds=seconds)
@@ -117,8 +122,10 @@ def drilled_app():
 def serve(fd: int) -> None:
     import uvicorn  # here, not at the top: the tests import this module too, and never need uvicorn
 
+    # The tests' keep-alive connections may sit idle for seconds while a worker is replaced on a
+    # loaded machine: uvicorn's default would close them after 5 s and make a healthy worker look deaf.
     uvicorn.run(f"{Path(__file__).stem}:drilled_app", factory=True, fd=fd, workers=2,
-                log_level="warning", access_log=False)
+                log_level="warning", access_log=False, timeout_keep_alive=3600)
 
 
 # --- the test's side ------------------------------------------------------------------------------

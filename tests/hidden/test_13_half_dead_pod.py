@@ -10,14 +10,17 @@ processes: it begins on a thread of its own while the drill's tests run, and
 its own test collects what it found (half_dead_pod_harness.Ahead).
 
 The drill's routes, added in front of the app, freeze a worker's event loop
-(for a set time, or until the test lets go) or wait without freezing it, and
-every worker records what it did (pid, drill, begin and end). The tests keep
-connections of their own to both workers, mapped to their owners through
-/proc as the learner's drill must do, so they know which worker is which.
+(for a set time, again and again, or until the test lets go) or wait without
+freezing it, and every worker records what it did (pid, drill, begin and
+end). The tests keep connections of their own to both workers, mapped to
+their owners through /proc as the learner's drill must do, so they know which
+worker is which.
 
 The drill (harness.check_workers) is judged on what the server recorded: in
-control mode a slow request froze its worker, so the drill must say "fail"
-and name that worker; in clean mode nothing froze it, so it must say "pass",
+control mode a slow request froze its worker until the drill spoke, so the
+drill must say "fail" while the worker is frozen, and name that worker (a
+freeze in production lasts for good: a drill that waits for it to end never
+speaks); in clean mode nothing froze it, so it must say "pass",
 even while the other worker is frozen by the test (background, not the
 drill's business); when one worker is frozen before the drill begins, none of
 its connections can reach it, so it must say "void". The watchdog is judged
@@ -38,15 +41,20 @@ from loopkata.services import ServiceUnavailable
 from loopkata.testing import hang_after, run_bounded
 
 LIMIT = 0.3  # seconds /health may wait on a connection of the judged worker (the drill's `limit`)
-FREEZE = 0.8  # seconds the control's slow request holds its worker's event loop
+FROZEN_FOR = 1.5  # seconds, at most, the control's slow request holds its worker's loop waiting for the drill's
+#                   verdict (a deadline: five times LIMIT); the test lets the worker go once the drill has spoken
 WAIT = 0.6  # seconds the clean run's slow request waits, its loop free
 SIBLING_FREEZE = 0.6  # seconds the test freezes the other worker during the clean run
 VOID_CONNECTIONS = 12  # max_connections given to the drill when a worker cannot be reached
 FREEZE_LIMIT = 0.5  # WORKER_FREEZE_LIMIT for the watchdog's tests
 GONE_WITHIN = 2.5  # seconds, at most, for a frozen worker to be gone: five times its limit (a deadline only)
 SERVED_WITHIN = 8.0  # seconds, at most, for a new worker to start and serve (a deadline only)
-BUSY_LIMIT = 1.5  # WORKER_FREEZE_LIMIT while a worker's loop is busy for...
-BUSY = 0.5  # ...this long: a third of the limit
+BUSY_LIMIT = 1.0  # WORKER_FREEZE_LIMIT while a worker's loop is held...
+BUSY = 0.42  # ...this long at a time, under half the limit,...
+BUSY_GAP = 0.04  # ...free this long between two holds,...
+BUSY_TIMES = 7  # ...this many times: over three limits in all. A heartbeat stamped only once per limit is due
+#                 during a hold at least once, and as 2 * (BUSY + BUSY_GAP) + 2 * BUSY_GAP = BUSY_LIMIT, each next
+#                 stamp falls due just after a hold begins: a whole limit old, and held back for most of the hold
 HOW = "uvicorn --workers 2 on 127.0.0.1"
 
 
@@ -88,6 +96,28 @@ def run_drill(kata, pod, workers, slow_path, **options):
                        seconds=max(hang_after(), 10.0), **options)
 
 
+def drill_on_a_thread(kata, pod, workers, slow_path) -> tuple[threading.Thread, dict]:
+    """The drill, run on a thread of its own so that the test can act while it runs; its verdict or error lands in the dict."""
+    result: dict = {}
+
+    def drill_and_keep():
+        try:
+            result["verdict"] = run_drill(kata, pod, workers, slow_path)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
+            result["error"] = exc
+
+    runner = threading.Thread(target=drill_and_keep, name="the drill", daemon=True)
+    runner.start()
+    return runner, result
+
+
+def verdict_of(runner: threading.Thread, result: dict):
+    runner.join(max(hang_after(), 10.0) + 5)  # run_bounded's own deadline ends a drill that hangs
+    if "error" in result:
+        raise result["error"]
+    return result.get("verdict")
+
+
 def said(verdict) -> str:
     return f"{getattr(verdict, 'outcome', verdict)!r} ({getattr(verdict, 'reason', '') or 'no reason given'})"
 
@@ -100,21 +130,35 @@ def who(pid, a: int, b: int) -> str:
 
 
 def test_the_drill_says_fail_when_the_slow_request_freezes_its_worker(kata, pods, ahead):
-    """in control mode, the drill says fail when its slow request freezes the worker serving it, and names that worker"""
-    path = f"/_drill/freeze?seconds={FREEZE:g}"
+    """in control mode, the drill says fail while its slow request keeps the worker serving it frozen, and names that worker"""
     watchdog_tests_ahead(ahead, pods, kata)
     with pods.lease(impl_of(kata)) as (pod, pinned):
         workers = sorted(pinned)
-        verdict = run_drill(kata, pod, workers, path)
-        froze = [r["pid"] for r in pod.drills("freeze")]
+        release = pod.release()
+        path = f"/_drill/freeze?seconds=60&release={release}"
+        runner, result = drill_on_a_thread(kata, pod, workers, path)
+        try:
+            froze = wait_until(lambda: [r["pid"] for r in pod.drills("freeze")], hang_after())
+            spoke_while_frozen = bool(froze) and wait_until(lambda: not runner.is_alive(), FROZEN_FOR)
+        finally:
+            pod.let_go(release)  # worker A stays frozen until the drill has spoken, or FROZEN_FOR has passed
+        verdict = verdict_of(runner, result)
     assert froze, f"expected the drill to send GET {path}, but no worker served it ({HOW})"
     frozen, other = froze[0], next(pid for pid in workers if pid != froze[0])
-    how = (f"the drill's slow request GET {path} froze the event loop of the worker that served it, worker A, for "
-           f"{FREEZE:g} s (the server's record), while worker B stayed free; limit={LIMIT:g} s, {HOW}")
+    how = (f"the drill's slow request GET {path} froze the event loop of the worker that served it, worker A "
+           f"(the server's record), while worker B stayed free; the test let worker A go "
+           + ("once the drill had spoken" if spoke_while_frozen else f"{FROZEN_FOR:g} s later, the drill still silent")
+           + f"; limit={LIMIT:g} s, {HOW}")
     assert getattr(verdict, "outcome", None) == "fail", (
         f"expected the drill in control mode to say 'fail', it said {said(verdict)}: the worker that served the slow "
         f"request could not answer /health on any connection it owned, so a drill that says anything else cannot see "
         f"a bug that is there ({how})"
+    )
+    assert spoke_while_frozen, (
+        f"expected the drill in control mode to say 'fail' while worker A was frozen, but it said nothing for "
+        f"{FROZEN_FOR:g} s, {FROZEN_FOR / LIMIT:g} times its limit, and said 'fail' only once the test had let worker A go: "
+        f"its /health polls had been waiting past the limit all that time, and a worker frozen for good answers "
+        f"neither them nor the slow request, so a drill that waits for an answer never speaks ({how})"
     )
     assert verdict.slow_worker == frozen, (
         f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
@@ -151,25 +195,13 @@ def test_the_drill_says_pass_when_the_slow_request_leaves_its_worker_free(kata, 
     watchdog_tests_ahead(ahead, pods, kata)
     with pods.lease(impl_of(kata)) as (pod, pinned):
         workers = sorted(pinned)
-        result = {}
-
-        def drill_and_keep():
-            try:
-                result["verdict"] = run_drill(kata, pod, workers, path)
-            except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
-                result["error"] = exc
-
         # The drill runs on a thread; once its slow request is on a worker, the test freezes the other one.
-        runner = threading.Thread(target=drill_and_keep, name="the drill", daemon=True)
-        runner.start()
+        runner, result = drill_on_a_thread(kata, pod, workers, path)
         served = wait_until(lambda: [r["pid"] for r in pod.drills("wait")], hang_after())
         sibling = next((pid for pid in workers if served and pid != served[0]), None)
         if sibling is not None:
             pinned[sibling][0].send(f"/_drill/freeze?seconds={SIBLING_FREEZE:g}")
-        runner.join(max(hang_after(), 10.0) + 5)
-        if "error" in result:
-            raise result["error"]
-        verdict = result.get("verdict")
+        verdict = verdict_of(runner, result)
     assert served, f"expected the drill to send GET {path}, but no worker served it ({HOW})"
     how = (f"the drill's slow request GET {path} waited on worker A with its event loop free, while the test froze "
            f"the other worker's loop, worker B's, for {SIBLING_FREEZE:g} s; limit={LIMIT:g} s, {HOW}")
@@ -242,7 +274,7 @@ def a_frozen_worker_is_replaced(pods, impl):
 
 
 def test_a_busy_loop_does_not_cost_its_worker_its_life(kata, pods, ahead):
-    """a worker whose event loop is busy for a third of WORKER_FREEZE_LIMIT keeps running and serving"""
+    """a worker whose event loop is busy again and again, never for half of WORKER_FREEZE_LIMIT at a time, keeps running and serving"""
     ahead.outcome(a_busy_loop_does_not_cost_its_worker_its_life, pods, impl_of(kata))
 
 
@@ -250,16 +282,18 @@ def a_busy_loop_does_not_cost_its_worker_its_life(pods, impl):
     """What test_a_busy_loop_does_not_cost_its_worker_its_life checks, on a pod of its own; raises what it finds wrong."""
     with pods.lease(impl, BUSY_LIMIT) as (_pod, pinned):
         busy, other = sorted(pinned)
-        how = (f"worker A's event loop held for {BUSY:g} s by GET /_drill/freeze?seconds={BUSY:g}, "
-               f"WORKER_FREEZE_LIMIT={BUSY_LIMIT:g}, {HOW}")
+        path = f"/_drill/freeze?seconds={BUSY:g}&times={BUSY_TIMES}&gap={BUSY_GAP:g}"
+        how = (f"worker A's event loop held {BUSY_TIMES} times for {BUSY:g} s, free for {BUSY_GAP:g} s between two "
+               f"holds, by GET {path}, WORKER_FREEZE_LIMIT={BUSY_LIMIT:g}, {HOW}")
         try:
-            pinned[busy][0].get(f"/_drill/freeze?seconds={BUSY:g}")
+            pinned[busy][0].get(path)
             pinned[busy][0].get(f"/_drill/wait?seconds={BUSY_LIMIT / 2:g}")  # time for a watchdog to act on it
             error = ""
         except (OSError, http.client.HTTPException) as exc:
             error = f"{type(exc).__name__}: {exc}"
         assert not error and alive(busy), (
-            f"expected worker A to survive a loop busy for {BUSY:g} s, a third of its limit, but "
+            f"expected worker A to survive a loop busy for {BUSY:g} s at a time, under half its limit, turning "
+            f"between two holds, but "
             + (f"its connection broke ({error})" if error else "it exited")
             + f" and it is {'alive' if alive(busy) else 'gone'}: a busy loop is not a frozen one, and a watchdog "
             f"that kills on one late beat kills healthy workers under load ({how})"
