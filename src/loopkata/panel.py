@@ -22,7 +22,8 @@ from .learner import hints, progress, questions
 from .model import catalogue
 from .room import effort
 
-_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "hang": "#9a6700", "error": "#cf222e"}
+_COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "hang": "#9a6700", "error": "#cf222e",
+            "could not run": "#57606a", "could not run here": "#57606a"}
 
 
 _STATIC = "border:1px solid #d0d7de;padding:6px;margin:2px 0"

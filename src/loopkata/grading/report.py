@@ -3,17 +3,19 @@ from __future__ import annotations
 
 from ..model.catalogue import Kata
 from .runner import (
+    COULD_NOT_RUN,
     ERROR,
     FAILED,
     HANG,
     NO_REPORT,
+    NOT_HERE,
     NOT_RUN,
     PASSED,
     SKIPPED,
     CheckResult,
 )
 
-MARK = {PASSED: "✓", FAILED: "✗", HANG: "⧗", ERROR: "!", NOT_RUN: "·", NO_REPORT: "?", SKIPPED: "-"}
+MARK = {PASSED: "✓", FAILED: "✗", HANG: "⧗", ERROR: "!", NOT_RUN: "·", NO_REPORT: "?", SKIPPED: "-", COULD_NOT_RUN: "○"}
 
 
 def headline(result: CheckResult, kata: Kata) -> str:
@@ -23,11 +25,14 @@ def headline(result: CheckResult, kata: Kata) -> str:
     total = len(result.tests)
     if result.passed:
         return f"{kata.label}: solved, all {total} tests pass"
+    if result.verdict == NOT_HERE:
+        return (f"{kata.label}: could not run here, {passed} of {total} tests pass and "
+                f"{total - passed} need{'s' if total - passed == 1 else ''} what this machine does not give")
     counts = {}
     for t in result.failures:
         counts[t.outcome] = counts.get(t.outcome, 0) + 1
     words = {FAILED: "failed", HANG: "hung", ERROR: "errored", NOT_RUN: "did not run",
-             NO_REPORT: "did not report", SKIPPED: "skipped"}
+             NO_REPORT: "did not report", SKIPPED: "skipped", COULD_NOT_RUN: "could not run here"}
     detail = ", ".join(f"{n} {words.get(o, o)}" for o, n in counts.items())
     return f"{kata.label}: not solved yet, {passed} of {total} tests pass ({detail})"
 

@@ -60,6 +60,8 @@ class Kata:
     hints: tuple[Hint, ...]
     services: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()  # ids of the katas whose ideas this one uses
+    # kernel mechanisms the real reproduction needs (services.containers); without one, a fallback runs
+    mechanisms: tuple[str, ...] = ()
     minutes: int | None = None  # an estimate of the whole pair: the notebook, then the kata
     memory_mib: int = 2048  # address-space cap of the grading process: a runaway kata is a verdict
     root: Path = field(default=Path("."), compare=False, repr=False)
@@ -183,6 +185,7 @@ def _parse(root: Path, path: Path, text: str) -> tuple[Kata, ...]:
         )
         fields["services"] = tuple(fields.get("services", ()))
         fields["requires"] = tuple(fields.get("requires", ()))
+        fields["mechanisms"] = tuple(fields.get("mechanisms", ()))
         # `loopkata check ID` and `check 3` look katas up by these.
         for key in ("id", "number"):
             if (key, fields[key]) in seen:
@@ -216,6 +219,11 @@ def _shown(value) -> str:
         text = f'"{value}"' if isinstance(value, str) else repr(value)
     text = text if len(text) <= 60 else text[:57] + "..."
     return f"{text} ({kinds.get(type(value), type(value).__name__)})"
+
+
+# The kernel mechanisms a kata may need (loopkata.services.containers says what each is).
+MECHANISM_NAMES = ("pid-namespace", "cpu-limit", "memory-limit")
+_MECHANISMS = MECHANISM_NAMES
 
 
 def _is_text(v) -> bool:
@@ -253,6 +261,8 @@ _KATA = {
                    "a whole number of MiB, at least 256", False),
     "services": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "an array of strings", False),
     "requires": (lambda v: isinstance(v, list) and all(_is_text(s) for s in v), "an array of kata ids", False),
+    "mechanisms": (lambda v: isinstance(v, list) and all(s in _MECHANISMS for s in v),
+                   f"an array of kernel mechanisms ({', '.join(_MECHANISMS)})", False),
     "minutes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
                 "a whole number of minutes, like 25", False),
     "symptom": (_is_tables, "[[kata.symptom]] tables", False),

@@ -141,6 +141,8 @@ def regrade_one(kata: catalogue.Kata, rec, learner: str = "", index: int = 0,
     out.passed, total = graded.passed, len(graded.tests)
     if graded.passed:
         out.detail = f"passes all {total}"
+    elif graded.verdict == runner.NOT_HERE:
+        out.how, out.detail = UNAVAILABLE, f"not possible on this machine: {graded.problem.strip().splitlines()[0]}"
     elif graded.verdict == runner.ERROR:
         out.detail = f"could not grade it: {(graded.problem.strip().splitlines() or ['no reason given'])[0]}"
     else:
