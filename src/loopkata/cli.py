@@ -68,6 +68,8 @@ def _check_once(kata: catalogue.Kata, impl, as_json: bool) -> runner.CheckResult
         print(render_text(result, kata))
         if result.passed:
             print(f"\nSolved. Compare with the reference fix: loopkata solution {kata.id}")
+        elif result.verdict == runner.NOT_HERE:
+            print(f"\nNot solved: this machine could not run every test. Nothing failed on what it could run.")
         elif result.verdict != runner.ERROR:
             print(f"\nStuck? loopkata hint {kata.id}")
     if problem:

@@ -1,0 +1,1 @@
+"""Variant: SIGTERM sets an Event that main waits on; no cancellation at all."""
