@@ -22,6 +22,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from loopkata.grading import runner
 from loopkata.model import catalogue
 from loopkata.grading.report import render_text
+from loopkata.services import containers
 
 KATAS = catalogue.load()
 PYTHON = platform.python_version()
@@ -97,3 +98,27 @@ def test_kata_has_decoys_and_variants(kata):
         assert any(f.read_text().lstrip().startswith(('"""', "'''")) for f in files), (
             f"{decoy}: a decoy starts with a docstring saying why it is wrong"
         )
+
+
+def _fallback_cases():
+    for k in KATAS:
+        if k.mechanisms:
+            yield pytest.param(k, "starter", k.kata_path, id=f"{k.id}-starter-fails-on-the-fallback")
+            yield pytest.param(k, "solution", k.solution_path, id=f"{k.id}-solution-could-not-run-here-on-the-fallback")
+
+
+@pytest.mark.parametrize("kata, role, impl", list(_fallback_cases()))
+def test_kata_on_the_fallback(kata, role, impl, monkeypatch):
+    """Where the kernel gives no container mechanism, a check runs the fallback: it may still fail a
+    wrong fix, and it never says "solved" (LOOPKATA_CONTAINER=fallback forces that path here)."""
+    monkeypatch.setenv(containers.FORCE, "fallback")
+    result = runner.check(kata, impl, until_failed=role == "starter")
+    shown = render_text(result, kata)
+    if role == "starter":
+        assert result.verdict in (runner.FAILED, runner.HANG), (
+            f"expected the starter to fail on the fallback too, got:\n{shown}")
+        return
+    assert result.verdict == runner.NOT_HERE, (
+        f"expected the reference fix on the fallback to be 'could not run here' (never solved), got:\n{shown}")
+    assert "LOOPKATA_CONTAINER=fallback" in result.problem, (
+        f"expected the verdict to say why it could not run (the forced fallback), got:\n{shown}")

@@ -1,0 +1,120 @@
+"""The kernel's container mechanisms that katas 14-16 start themselves (loopkata.services.containers).
+
+CI runs as root on Linux, where every mechanism is allowed: there the suite fails if any of them
+is missing, so the real path cannot silently become the fallback.
+"""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loopkata.grading.report import headline
+from loopkata.grading import runner
+from loopkata.model import catalogue
+from loopkata.services import containers
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux kernel mechanisms")
+
+
+@pytest.fixture
+def real(monkeypatch):
+    monkeypatch.delenv(containers.FORCE, raising=False)
+
+
+def test_ci_runs_the_real_mechanisms_not_the_fallback(real):
+    """In CI (root on Linux) every mechanism is real: a check there never falls back"""
+    if not (os.environ.get("CI") or os.environ.get("LOOPKATA_REAL_CONTAINERS")):
+        pytest.skip("only CI (.ci/run sets LOOPKATA_REAL_CONTAINERS=1) promises root on Linux")
+    refused = {m: containers.missing(m) for m in containers.MECHANISMS}
+    assert not any(refused.values()), f"expected every container mechanism in CI, these fell back: {refused}"
+
+
+def test_the_catalogue_and_the_mechanisms_agree():
+    assert set(containers.MECHANISMS) == set(catalogue.MECHANISM_NAMES)
+    for kata in catalogue.load():
+        assert set(kata.mechanisms) <= set(containers.MECHANISMS), kata.id
+
+
+def test_forcing_the_fallback_says_so_in_one_sentence(monkeypatch):
+    monkeypatch.setenv(containers.FORCE, "fallback")
+    for mechanism in containers.MECHANISMS:
+        why = containers.missing(mechanism)
+        assert why.startswith("LOOPKATA_CONTAINER=fallback is set") and why.count(". ") == 0, why
+    text = str(containers.not_here(containers.MEMORY_LIMIT, "the OOM test"))
+    assert text.startswith("The OOM test needs a cgroup with a memory limit") and "could not run here" in text
+
+
+def test_an_unknown_mechanism_is_a_programming_error():
+    with pytest.raises(ValueError, match="unknown mechanism"):
+        containers.missing("gpu")
+
+
+@linux_only
+def test_pid1_runs_as_pid_1_and_sigkill_ends_it(real):
+    if containers.missing(containers.PID_NAMESPACE):
+        pytest.skip(containers.missing(containers.PID_NAMESPACE))
+    code = "import os, sys, time; print(os.getpid(), flush=True); time.sleep(60)"
+    with containers.Pid1([sys.executable, "-c", code], real=True, stdout=subprocess.PIPE, text=True) as pid1:
+        assert pid1.process.stdout.readline().strip() == "1"
+        assert not pid1.catches(15), "a Python with no SIGTERM handler catches nothing"
+        pid1.signal(15)
+        assert pid1.wait(0.3) is None, "the kernel drops SIGTERM sent to a namespace's init without a handler"
+        assert pid1.kill() == 137
+    assert not Path(f"/proc/{pid1.pid}").exists()
+
+
+@linux_only
+@pytest.mark.parametrize("limits", [{"cpus": 0.5}, {"memory_bytes": 64 << 20}, {"cpus": 1, "memory_bytes": 64 << 20}])
+def test_a_cgroup_ends_its_processes_and_is_removed(real, limits):
+    needed = [containers.CPU_LIMIT] * ("cpus" in limits) + [containers.MEMORY_LIMIT] * ("memory_bytes" in limits)
+    if any(containers.missing(m) for m in needed):
+        pytest.skip("; ".join(containers.missing(m) for m in needed))
+    with containers.Cgroup(**limits) as group:
+        child = subprocess.Popen(group.command(["sleep", "60"]))
+        for _ in range(200):
+            if child.pid in group.pids():
+                break
+            time.sleep(0.01)
+        assert group.pids() == [child.pid]
+        folders = list(group.dirs.values())
+    assert child.wait(5) == -9
+    assert not any(f.exists() for f in folders)
+
+
+@linux_only
+def test_a_memory_cgroup_counts_its_oom_kill(real):
+    if containers.missing(containers.MEMORY_LIMIT):
+        pytest.skip(containers.missing(containers.MEMORY_LIMIT))
+    grow = "x = []\nwhile True: x.append(bytearray(1 << 20))"
+    with containers.Cgroup(memory_bytes=48 << 20) as group:
+        done = subprocess.run(group.command([sys.executable, "-c", grow]), timeout=60)
+        assert done.returncode == -9 and group.stats()["oom_kill"] == 1
+
+
+@linux_only
+def test_cgroups_left_by_a_killed_check_are_swept(real):
+    if containers.missing(containers.CPU_LIMIT):
+        pytest.skip(containers.missing(containers.CPU_LIMIT))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    parent = containers._parent("cpu")
+    stale = parent / f"loopkata-{dead.pid}-stale"
+    stale.mkdir()
+    try:
+        with containers.Cgroup(cpus=0.5):
+            assert not stale.exists(), "a cgroup whose maker has died is removed when the next one is made"
+    finally:
+        if stale.exists():
+            stale.rmdir()
+
+
+def test_could_not_run_here_is_never_solved():
+    kata = next(k for k in catalogue.load() if k.mechanisms)
+    result = runner.CheckResult(kata=kata.id, impl="x", verdict=runner.NOT_HERE, tests=[
+        runner.TestResult(name="a", title="a", outcome=runner.PASSED),
+        runner.TestResult(name="b", title="b", outcome=runner.COULD_NOT_RUN)])
+    assert not result.passed
+    assert headline(result, kata) == f"{kata.label}: could not run here, 1 of 2 tests pass and 1 needs what this machine does not give"
