@@ -55,6 +55,13 @@ def test_sigterm_reaches_the_service(stop):
                 "handler, and the kernel drops a signal that PID 1 does not handle: the service never got it, and "
                 f"the platform killed the container at the end of its grace period ({status_words(stop.status)})."
             )
+        if not stop.real:
+            raise AssertionError(
+                f"expected SIGTERM to reach the service's own handler, but the process the platform signals "
+                f"({stop.pid1_command}) has none. Run here as a plain process, SIGTERM's default action ended it at "
+                f"once ({status_words(stop.status)}) with no cleanup; as a container's PID 1 the kernel would drop "
+                "the signal instead, and the platform would kill it at the end of its grace period (exit 137)."
+            )
         raise AssertionError(
             f"expected SIGTERM to reach the service, but PID 1 ({stop.pid1_command}) has no SIGTERM handler, and "
             "the kernel drops a signal that PID 1 does not handle (anywhere else its default action would end the "
