@@ -1,7 +1,10 @@
 """Starts kata 14's container as the platform does and stops it as `docker stop` does.
 
-The container is `sh entrypoint.sh` run as PID 1 of a new PID namespace (loopkata.services.containers.Pid1),
-with `python` on its PATH meaning this interpreter. Once the service listens, an export is sent;
+The container's command is the one its Dockerfile gives, as docker builds it from ENTRYPOINT and
+CMD (exec form as written, shell form through `/bin/sh -c`), with the image's folder (COPY's
+destination, /app) standing for the kata's folder; it runs as PID 1 of a new PID namespace
+(loopkata.services.containers.Pid1), in that folder, with `python` on its PATH meaning this
+interpreter. STOPSIGNAL is not read: the platform sends SIGTERM, as the kubelet does. Once the service listens, an export is sent;
 once it is rendering, SIGTERM goes to PID 1. Then, as the platform would:
 
 - PID 1 has no SIGTERM handler (read from /proc before the signal): the kernel drops the signal,
@@ -17,8 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +47,7 @@ class Stop:
     caught: bool = False  # PID 1 had a SIGTERM handler when the signal was sent
     status: int | None = None  # as a container runtime reports it (137: SIGKILL)
     killed: bool = False  # by the harness, at the end of the grace period
+    signal: int = 0  # the signal that ended PID 1, 0 when it exited with a status
     seconds: float | None = None  # from SIGTERM to PID 1's exit
     left_running: list[str] = field(default_factory=list)  # fallback: processes alive when PID 1 ended
     answer: str = ""  # what the client got for the export in flight
@@ -79,6 +85,59 @@ def _group_alive(pgid: int, but: int) -> list[str]:
     return found
 
 
+class BadDockerfile(Exception):
+    """The Dockerfile gives no command the container could start with; str() says why."""
+
+
+def _instruction(dockerfile: str, name: str) -> str | None:
+    """The last `name` instruction's argument (continuation lines joined), or None."""
+    found = None
+    text = re.sub(r"\\\n", " ", dockerfile)
+    for line in text.splitlines():
+        words = line.strip().split(None, 1)
+        if words and words[0].upper() == name:
+            found = words[1].strip() if len(words) > 1 else ""
+    return found
+
+
+def _form(argument: str, what: str) -> list[str]:
+    if argument.startswith("["):
+        try:
+            argv = json.loads(argument)
+        except json.JSONDecodeError as exc:
+            raise BadDockerfile(f"its {what} is not a JSON array of strings ({exc})") from None
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+            raise BadDockerfile(f"its {what} is not a non-empty JSON array of strings")
+        return argv
+    return ["/bin/sh", "-c", argument]
+
+
+def container_command(kata_dir: Path) -> list[str]:
+    """The container's command, as docker makes it from the Dockerfile's ENTRYPOINT and CMD."""
+    try:
+        dockerfile = (kata_dir / "Dockerfile").read_text()
+    except OSError as exc:
+        raise BadDockerfile(f"there is no Dockerfile to start it from ({exc.strerror})") from None
+    entry, cmd = _instruction(dockerfile, "ENTRYPOINT"), _instruction(dockerfile, "CMD")
+    if entry:
+        argv = _form(entry, "ENTRYPOINT")
+        if entry.startswith("[") and cmd:
+            argv += _form(cmd, "CMD") if cmd.startswith("[") else ["/bin/sh", "-c", cmd]
+    elif cmd:
+        argv = _form(cmd, "CMD")
+    else:
+        raise BadDockerfile("its Dockerfile has neither ENTRYPOINT nor CMD")
+    image = "/app"
+    copy = _instruction(dockerfile, "COPY")
+    if copy and not copy.startswith("["):
+        image = copy.split()[-1].rstrip("/") or "/app"
+
+    def local(arg: str) -> str:  # /app/entrypoint.sh in the image is entrypoint.sh of the kata's folder
+        return str(kata_dir) + arg[len(image):] if arg == image or arg.startswith(image + "/") else arg
+    return [local(a) for a in argv] if argv[:2] != ["/bin/sh", "-c"] else \
+        ["/bin/sh", "-c", re.sub(rf"(?<![\w/]){re.escape(image)}(?=/|\b)", str(kata_dir), argv[2]), *argv[3:]]
+
+
 def stop_container(kata_dir: Path, work: Path) -> Stop:
     state = work / "state"
     state.mkdir(parents=True, exist_ok=True)
@@ -87,8 +146,15 @@ def stop_container(kata_dir: Path, work: Path) -> Stop:
            "EXPORT_STATE": str(state), "PORT": "0", "PYTHONUNBUFFERED": "1"}
     env.pop("PYTHONPATH", None)
     out = Stop(real=real)
+    try:
+        argv = container_command(kata_dir)
+    except BadDockerfile as exc:
+        out.problem = f"the container could not be started: {exc}"
+        return out
+    for script in kata_dir.glob("*.sh"):  # as COPY keeps a script's mode in the image
+        script.chmod(script.stat().st_mode | 0o111)
     lines: queue.Queue[str | None] = queue.Queue()
-    with containers.Pid1(["/bin/sh", str(kata_dir / "entrypoint.sh")], real=real, env=env, cwd=work,
+    with containers.Pid1(argv, real=real, env=env, cwd=kata_dir,
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as pid1:
         def read() -> None:
             for raw in pid1.process.stdout:
@@ -111,7 +177,10 @@ def stop_container(kata_dir: Path, work: Path) -> Stop:
         deadline = time.monotonic() + STARTED_WITHIN
         listening = until("listening on", deadline)
         if listening is None:
-            out.problem = (f"the service did not print 'listening on 127.0.0.1:PORT' within {STARTED_WITHIN:g} s "
+            ended = pid1.process.poll()
+            out.problem = (f"the container ended ({ended if ended >= 0 else 128 - ended}) before the service "
+                           "printed 'listening on 127.0.0.1:PORT'" if ended is not None else
+                           f"the service did not print 'listening on 127.0.0.1:PORT' within {STARTED_WITHIN:g} s "
                            "of the container's start")
             _finish(out, pid1, state)
             return out
@@ -159,6 +228,7 @@ def stop_container(kata_dir: Path, work: Path) -> Stop:
         client.join(GRACE + 10)
         out.answer, out.answered = reply.get("answer", "no answer"), bool(reply.get("ok"))
         _finish(out, pid1, state)
+        out.signal = pid1.killed_by
     while True:  # what the service printed up to its end
         try:
             line = lines.get(timeout=1.0)

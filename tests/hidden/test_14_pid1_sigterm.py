@@ -37,11 +37,12 @@ def started(stop) -> None:
     assert not stop.problem, f"expected the container to start and render the export; {stop.problem}.\n{stop.tail()}"
 
 
-def status_words(status: int) -> str:
-    if status > 128:
-        name = signal.Signals(status - 128).name if status - 128 in signal.Signals._value2member_map_ else "?"
-        return f"exit {status}: killed by {name}"
-    return f"exit {status}"
+def status_words(stop) -> str:
+    """The exit code as the platform reports it, and whether a signal or the program chose it."""
+    if stop.signal:
+        name = signal.Signals(stop.signal).name if stop.signal in signal.Signals._value2member_map_ else "?"
+        return f"exit {stop.status}: killed by {name}"
+    return f"exit {stop.status}" + (": an exit status the program chose, not a signal" if stop.status > 128 else "")
 
 
 def test_sigterm_reaches_the_service(stop):
@@ -53,19 +54,19 @@ def test_sigterm_reaches_the_service(stop):
                 f"expected SIGTERM to reach the service, but the container's PID 1 is the shell running the "
                 f"entrypoint ({stop.pid1_command}), with the service as its child. The shell has no SIGTERM "
                 "handler, and the kernel drops a signal that PID 1 does not handle: the service never got it, and "
-                f"the platform killed the container at the end of its grace period ({status_words(stop.status)})."
+                f"the platform killed the container at the end of its grace period ({status_words(stop)})."
             )
         if not stop.real:
             raise AssertionError(
                 f"expected SIGTERM to reach the service's own handler, but the process the platform signals "
                 f"({stop.pid1_command}) has none. Run here as a plain process, SIGTERM's default action ended it at "
-                f"once ({status_words(stop.status)}) with no cleanup; as a container's PID 1 the kernel would drop "
+                f"once ({status_words(stop)}) with no cleanup; as a container's PID 1 the kernel would drop "
                 "the signal instead, and the platform would kill it at the end of its grace period (exit 137)."
             )
         raise AssertionError(
             f"expected SIGTERM to reach the service, but PID 1 ({stop.pid1_command}) has no SIGTERM handler, and "
             "the kernel drops a signal that PID 1 does not handle (anywhere else its default action would end the "
-            f"process): nothing happened until the platform killed the container ({status_words(stop.status)})."
+            f"process): nothing happened until the platform killed the container ({status_words(stop)})."
         )
     if not stop.real:
         raise containers.not_here(containers.PID_NAMESPACE, "this test, which runs the entrypoint as PID 1,")
@@ -77,11 +78,11 @@ def test_container_exits_0_by_itself_within_the_grace_period(stop):
     if stop.killed:
         raise AssertionError(
             f"expected the container to exit by itself within the {GRACE:g} s grace period after SIGTERM; it was "
-            f"still running, so the platform killed it with SIGKILL ({status_words(stop.status)}).\n{stop.tail()}"
+            f"still running, so the platform killed it with SIGKILL ({status_words(stop)}).\n{stop.tail()}"
         )
     assert stop.status == 0, (
         f"expected the container to exit with status 0 after SIGTERM (a clean stop), it exited with "
-        f"{status_words(stop.status)}.\n{stop.tail()}"
+        f"{status_words(stop)}.\n{stop.tail()}"
     )
     assert not stop.left_running, (
         "expected every process of the container to have ended with PID 1; still running when PID 1 exited, "
@@ -105,12 +106,16 @@ def test_cleanup_flushes_the_rows_and_ends_the_spooler(stop):
     assert sum(row.get("order") == ORDER for row in rows) == 3, (
         f"expected the three rows of export {ORDER} to be flushed to exported.jsonl when the service stopped; "
         f"the file holds {len(rows)} rows{'' if 'exported.jsonl' in stop.files else ' (it was never written)'}: "
-        "the service's cleanup did not run, or did not flush.\n" + stop.tail()
+        "the service's cleanup did not run, did not flush, or was cut off (when PID 1 exits, the kernel kills "
+        "every other process of the container).\n" + stop.tail()
     )
     spool = stop.files.get("spool.log", "")
-    assert "spooler: flushed" in spool and ORDER in spool, (
-        f"expected the spooler child to upload its batch (with export {ORDER}) and end before the container did; "
-        + ("spool.log was never written: " if not spool else f"spool.log holds {spool!r}: ")
-        + "when PID 1 exits, the kernel kills every other process of the container with SIGKILL, so a child "
-        "must be told to finish and waited for first.\n" + stop.tail()
+    shutdown = stop.files.get("shutdown.log", "").strip()
+    assert "spooler: flushed" in spool and ORDER in spool and shutdown.endswith("spooler ended with 0"), (
+        f"expected the spooler child to upload its batch (with export {ORDER}) and end before the container did, "
+        "and the service's shutdown.log to say so ('spooler ended with 0'); "
+        + ("spool.log was never written" if not spool else f"spool.log holds {spool!r}")
+        + (f", and shutdown.log says {shutdown.splitlines()[-1]!r}" if shutdown else ", and shutdown.log was never written")
+        + ". When PID 1 exits, the kernel kills every other process of the container with SIGKILL, so a child "
+        "must be told to finish and waited for first (a returncode of None: nobody waited).\n" + stop.tail()
     )

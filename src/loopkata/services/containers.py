@@ -105,6 +105,7 @@ class Pid1:
 
     def __init__(self, argv: list[str], *, real: bool, **popen):
         self.real = real
+        self.killed_by = 0  # once it has ended: the signal that killed PID 1, 0 if it exited
         cmd = [*_unshare(), *argv] if real else list(argv)
         self.process = subprocess.Popen(cmd, start_new_session=True, **popen)
         self.pid = self.process.pid if not real else self._init_pid()
@@ -136,12 +137,15 @@ class Pid1:
         return "?"
 
     def wait(self, timeout: float) -> int | None:
-        """PID 1's exit status as a container runtime reports it (128 + signal when killed), or None."""
+        """PID 1's exit status as a container runtime reports it (128 + signal when killed), or None.
+
+        `killed_by` then tells a signal (its number) from an exit code above 128 (0)."""
         try:
             status = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
         # unshare --fork exits as its child did: with its code, or killing itself with the same signal
+        self.killed_by = -status if status < 0 else 0
         return 128 - status if status < 0 else status
 
     def kill(self) -> int:
@@ -150,6 +154,7 @@ class Pid1:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         status = self.process.wait()
+        self.killed_by = -status if status < 0 else 0
         return 128 - status if status < 0 else status
 
     def __enter__(self) -> "Pid1":

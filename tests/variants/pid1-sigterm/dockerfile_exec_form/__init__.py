@@ -1,0 +1,1 @@
+"""Variant: the Dockerfile starts the service in exec form; the entrypoint script is no longer used."""
