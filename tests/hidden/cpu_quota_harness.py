@@ -1,0 +1,332 @@
+"""What the hidden tests of kata 15 (cpu-quota) build, run and read.
+
+On the test's side:
+
+- `v1_tree` and `v2_tree` lay out a folder as the kernel lays out / for one
+  process: `proc/self/cgroup`, and `sys/fs/cgroup/...` with the root cgroup
+  (no quota, counters that never move) and the process's own cgroup (its
+  quota, its cpu.stat). `write_cpu_stat` rewrites a cgroup's counters in one
+  rename, so a reader never sees half a file.
+- `run_cases` runs `effective_cpus(root)` (and, if asked, the executor that
+  `install(loop, root)` gives a loop) in a fresh Python process, with its CPU
+  affinity and its PYTHON_CPU_COUNT set first: Python 3.13 reads
+  PYTHON_CPU_COUNT when it starts, and the affinity is the kernel's, so both
+  must be set before the code under test runs.
+- `Live` starts this file as a script in a real cgroup (or a plain process
+  on the fallback): the service's start-up, then `lagmon.watch()` while a
+  thread keeps the CPU busy in pure Python, holding the GIL but for the
+  switch interval; the script reads the cgroup's own cpu.stat just before
+  and just after the watch.
+
+Run as a script (`python cpu_quota_harness.py cases|live IMPL`), it is the
+child: it loads the package under test from IMPL, does what stdin (cases) or
+its arguments (live) ask, and prints one JSON line. A hang is a dump of every
+thread's stack on stderr just before the test's deadline.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+PACKAGE = "search_service"  # the name the package under test gets in the child
+PERIOD_US = 100_000
+FLOOD = 40  # blocking jobs sent to the default executor at once: more than any size the tests expect
+V1_PATH = "/kubepods/burstable/pod1/c1"
+V2_PATH = "/kubepods.slice/kubepods-pod1.slice/cri-c1.scope"
+
+
+# --- the trees ---------------------------------------------------------------------------------
+
+def write_cpu_stat(folder: Path, version: int, periods: int = 0, throttled: int = 0, throttled_us: int = 0) -> None:
+    """The cgroup's cpu.stat, as the kernel writes it for `version`, replaced in one rename."""
+    if version == 2:
+        text = (f"usage_usec {periods * 40_000}\nuser_usec {periods * 39_000}\nsystem_usec {periods * 1_000}\n"
+                f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_usec {throttled_us}\n"
+                "nr_bursts 0\nburst_usec 0\n")
+    else:
+        text = f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time {throttled_us * 1000}\n"
+    fresh = folder / "cpu.stat.new"
+    fresh.write_text(text)
+    os.replace(fresh, folder / "cpu.stat")
+
+
+def v1_tree(root: Path, quota_us: int | str, period_us: int | str = PERIOD_US, path: str = V1_PATH) -> Path:
+    """A cgroup v1 machine (with the v2 line of a hybrid one) whose process is in `path`; returns its cgroup."""
+    mounts = root / "sys/fs/cgroup"
+    cpu = mounts / "cpu,cpuacct"
+    own = cpu / path.lstrip("/")
+    own.mkdir(parents=True)
+    (mounts / "unified").mkdir()
+    for link in ("cpu", "cpuacct"):
+        (mounts / link).symlink_to("cpu,cpuacct")
+    (cpu / "cpu.cfs_quota_us").write_text("-1\n")
+    (cpu / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
+    write_cpu_stat(cpu, 1)
+    (own / "cpu.cfs_quota_us").write_text(f"{quota_us}\n")
+    (own / "cpu.cfs_period_us").write_text(f"{period_us}\n")
+    write_cpu_stat(own, 1)
+    (root / "proc/self").mkdir(parents=True)
+    (root / "proc/self/cgroup").write_text(
+        f"12:memory:{path}\n11:pids:{path}\n4:cpu,cpuacct:{path}\n3:cpuset:{path}\n1:name=systemd:{path}\n0::/\n")
+    return own
+
+
+def v2_tree(root: Path, cpu_max: str, path: str = V2_PATH) -> Path:
+    """A cgroup v2 machine whose process is in `path`, with `cpu_max` in its cpu.max; returns its cgroup."""
+    mounts = root / "sys/fs/cgroup"
+    own = mounts / path.lstrip("/")
+    own.mkdir(parents=True)
+    (mounts / "cgroup.controllers").write_text("cpuset cpu io memory hugetlb pids rdma misc\n")
+    write_cpu_stat(mounts, 2)  # the root cgroup has a cpu.stat, and no cpu.max
+    (own / "cpu.max").write_text(f"{cpu_max}\n")
+    write_cpu_stat(own, 2)
+    (root / "proc/self").mkdir(parents=True)
+    (root / "proc/self/cgroup").write_text(f"0::{path}\n")
+    return own
+
+
+def favour(cgroup) -> None:
+    """Give `cgroup` the largest CPU weight its version allows (cpu.shares on v1, cpu.weight on v2).
+
+    A quota caps the CPU time a cgroup may use; the weight decides its share while the machine is busy.
+    On a loaded machine a cgroup of default weight may get less than its quota, and is then never
+    throttled: with the largest weight it gets the CPU it asks for, up to its quota."""
+    folder = cgroup.dirs.get("cpu")
+    for name, value in (("cpu.shares", "262144"), ("cpu.weight", "10000")):
+        if folder is not None and (folder / name).is_file():
+            with contextlib.suppress(OSError):
+                (folder / name).write_text(value)
+
+
+# --- the child, on the test's side -------------------------------------------------------------
+
+def _impl(kata) -> Path:
+    path = Path(kata.__file__)
+    return path.parent if path.name == "__init__.py" else path
+
+
+def _env(python_cpu_count: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON_CPU_COUNT", "PYTHONSTARTUP")}
+    if python_cpu_count is not None:
+        env["PYTHON_CPU_COUNT"] = python_cpu_count
+    return env
+
+
+class ChildFailed(Exception):
+    """The child ended without its JSON line: a crash (str() says how), or a hang (`stacks` says where)."""
+
+    def __init__(self, message: str, stacks: str = "", hang: bool = False):
+        super().__init__(message)
+        self.stacks, self.hang = stacks, hang
+
+
+def _learner_lines(text: str, impl: Path) -> str:
+    from loopkata.testing import describe_frames
+
+    blocks = re.split(r"\n(?=Thread 0x|Current thread 0x)", text.strip())
+    out = []
+    for block in blocks:
+        frames = [(m[1], int(m[2]), m[3]) for m in re.finditer(r'File "([^"]+)", line (\d+) in (\S+)', block)]
+        frames.reverse()
+        mine = describe_frames(frames, fallback=False, root=impl)
+        if mine:
+            out += ["a thread is stuck at", *(f"    {line}" for line in mine)]
+    return "\n".join(out)
+
+
+def _finish(child: subprocess.Popen, impl: Path, seconds: float, stdin: str | None = None) -> dict:
+    try:
+        out, err = child.communicate(stdin, timeout=seconds + 3)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, 9)
+        out, err = child.communicate()
+        raise ChildFailed("the process did not finish", _learner_lines(err, impl) or err[-2000:], hang=True) from None
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if not lines:
+        how = f"it was killed by signal {-child.returncode}" if child.returncode < 0 else f"it exited with status {child.returncode}"
+        raise ChildFailed(f"the process ended without an answer ({how}); its last words: {err.strip()[-1500:] or 'none'}")
+    return json.loads(lines[-1])
+
+
+def run_cases(kata, cases: list[dict], python_cpu_count: str | None, seconds: float) -> list[dict]:
+    """Each case {"root", "affinity" (a CPU number or None), "executor" (bool)} in one fresh process."""
+    impl = _impl(kata)
+    child = subprocess.Popen(
+        [sys.executable, __file__, "cases", str(impl), str(seconds)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(python_cpu_count),
+        start_new_session=True, preexec_fn=_die_with_parent())
+    return _finish(child, impl, seconds, json.dumps(cases))["results"]
+
+
+def _die_with_parent():
+    from loopkata.services.processes import die_with_parent
+    return die_with_parent()
+
+
+class Live:
+    """One run of the service's start-up and of `lagmon.watch(seconds)` in a fresh process, started at once.
+
+    In `cgroup` (a containers.Cgroup) when given: the script reads that cgroup's cpu.stat around the watch."""
+
+    def __init__(self, kata, seconds: float, deadline: float, cgroup=None, busy: bool = True):
+        self.impl = _impl(kata)
+        self.deadline = deadline
+        stat = str(cgroup.dirs["cpu"] / "cpu.stat") if cgroup is not None else ""
+        argv = [sys.executable, __file__, "live", str(self.impl), str(deadline), str(seconds), stat, str(int(busy))]
+        if cgroup is not None:
+            argv = cgroup.command(argv)
+        self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=_env(None), start_new_session=True, preexec_fn=_die_with_parent())
+        self.pid = self.child.pid
+
+    def result(self) -> dict:
+        return _finish(self.child, self.impl, self.deadline)
+
+    def close(self) -> None:
+        if self.child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.child.pid, 9)
+            self.child.communicate()
+
+
+# --- the child ---------------------------------------------------------------------------------
+
+def _load(impl: Path):
+    spec = importlib.util.spec_from_file_location(PACKAGE, impl / "__init__.py", submodule_search_locations=[str(impl)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[PACKAGE] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module(f"{PACKAGE}.runtime"), importlib.import_module(f"{PACKAGE}.lagmon")
+
+
+def _raised(exc: BaseException, impl: Path) -> dict:
+    from loopkata.testing import describe_frames
+    frames = [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)]
+    return {"error": f"{type(exc).__name__}: {exc}", "lines": describe_frames(frames, fallback=False, root=impl)}
+
+
+def _threads_started(loop: asyncio.AbstractEventLoop) -> int:
+    """How many threads the loop's default executor starts for FLOOD blocking jobs sent at once.
+
+    A thread pool starts its threads in submit(), one per job until it has as many as it may:
+    the threads alive right after the last submit are all it will start."""
+    gate = threading.Event()
+
+    async def flood() -> int:
+        before = set(threading.enumerate())
+        jobs = [loop.run_in_executor(None, gate.wait, 30) for _ in range(FLOOD)]
+        started = len([t for t in threading.enumerate() if t not in before])
+        gate.set()
+        await asyncio.gather(*jobs)
+        return started
+
+    try:
+        return loop.run_until_complete(flood())
+    finally:
+        gate.set()
+
+
+def _cases(impl: Path, deadline: float) -> dict:
+    runtime, _ = _load(impl)
+    results = []
+    mask = os.sched_getaffinity(0)
+    for case in json.loads(sys.stdin.read()):
+        root, result = Path(case["root"]), {}
+        try:
+            if case.get("affinity") is not None:
+                os.sched_setaffinity(0, {case["affinity"]})
+            result["affinity"] = len(os.sched_getaffinity(0))
+            try:
+                result["cpus"] = runtime.effective_cpus(root)
+            except Exception as exc:  # noqa: BLE001 - the learner's error is the verdict
+                result.update(_raised(exc, impl))
+            if case.get("executor") and "error" not in result:
+                try:
+                    result["workers"] = runtime.sizing(root).workers
+                    loop = asyncio.new_event_loop()
+                    try:
+                        runtime.install(loop, root)
+                        result["threads"] = _threads_started(loop)
+                    finally:
+                        loop.run_until_complete(loop.shutdown_default_executor())
+                        loop.close()
+                except Exception as exc:  # noqa: BLE001
+                    result.update(_raised(exc, impl))
+        finally:
+            os.sched_setaffinity(0, mask)
+        results.append(result)
+    return {"results": results}
+
+
+def _read_stat(path: str) -> dict:
+    counters = {}
+    with contextlib.suppress(OSError):
+        for line in Path(path).read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if value.strip().isdigit():
+                counters[name] = int(value)
+    return counters
+
+
+def _live(impl: Path, seconds: float, stat: str, busy: bool) -> dict:
+    runtime, lagmon = _load(impl)
+    out: dict = {"affinity": len(os.sched_getaffinity(0))}
+    try:
+        out["cpus"] = runtime.effective_cpus()
+        out["workers"] = runtime.sizing().workers
+        loop = asyncio.new_event_loop()
+        runtime.install(loop)
+        out["threads"] = _threads_started(loop)
+    except Exception as exc:  # noqa: BLE001
+        out["startup"] = _raised(exc, impl)
+        loop = asyncio.new_event_loop()
+    stop = threading.Event()
+
+    def spin() -> None:  # pure Python: it holds the GIL but for the switch interval
+        n = 0
+        while not stop.is_set():
+            n += 1
+
+    spinner = threading.Thread(target=spin, name="busy", daemon=True)
+    if busy:
+        spinner.start()
+    try:
+        out["before"] = _read_stat(stat) if stat else {}
+        try:
+            report = loop.run_until_complete(lagmon.watch(seconds))
+            out["cause"] = getattr(report, "cause", None)
+            out["report"] = str(report)
+        except Exception as exc:  # noqa: BLE001
+            out["watch"] = _raised(exc, impl)
+        out["after"] = _read_stat(stat) if stat else {}
+    finally:
+        stop.set()
+    return out
+
+
+def main(argv: list[str]) -> None:
+    from loopkata.grading.stackdump import dump_stacks_later
+    mode, impl, deadline = argv[0], Path(argv[1]), float(argv[2])
+    dump_stacks_later(max(deadline - 0.5, 0.1), 2)
+    if mode == "cases":
+        answer = _cases(impl, deadline)
+    else:
+        answer = _live(impl, float(argv[3]), argv[4], argv[5] == "1")
+    sys.stdout.write(json.dumps(answer, default=str) + "\n")
+    sys.stdout.flush()
+    os._exit(0)  # threads of the code under test may still run: the answer is out
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
