@@ -42,6 +42,11 @@ BUG_LINES = {
     "warm-invocation": [("", "async with aiohttp.ClientSession(timeout=TIMEOUT) as session:")],
     "nested-run": [("jobs.py", "result = task(*args)")],
     "half-dead-pod": [("watchdog.py", "await asyncio.sleep(tick)")],
+    "pid1-sigterm": [("entrypoint.sh", "python service.py")],
+    "cpu-quota": [("runtime.py", "return os.cpu_count() or 1"),
+                  ("runtime.py", 'loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="blocking"))')],
+    "memory-guard": [("limits.py", 'return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")'),
+                     ("ingest.py", "queue: asyncio.Queue = asyncio.Queue()")],
 }
 # Correct fixes of one kata that another kata's rule flags, each a true finding of that rule
 OTHER_KATAS_BUGS = {
@@ -704,13 +709,16 @@ def test_lk08_leaves_alone_a_call_handed_to_a_thread_and_an_error_only_middlewar
     assert found == [("LK08", 24)], f"expected LK08 only on the route that calls fetch() itself, got {found}"
 
 
-# Decoys of katas 11 to 13 whose mistake their rule can read; the others' mistakes are in what
+# Decoys of katas 11 to 16 whose mistake their rule can read; the others' mistakes are in what
 # they do at run time (a freeze, a threshold, a queue), which the hidden tests catch.
 DECOYS_FLAGGED = {
     "warm-invocation": {"new_key_per_attempt.py", "retry_every_post_without_key.py"},
     "nested-run": {"fall_back_to_create_task", "nest_asyncio_apply", "new_event_loop_in_run_async",
                    "run_until_complete_on_the_running_loop"},
     "half-dead-pod": {"sys_exit_from_the_watchdog_thread", "watchdog_as_asyncio_task"},
+    "pid1-sigterm": {"handler_without_exec", "trap_forwards_and_leaves", "trap_waits_once"},
+    "cpu-quota": {"executor_left_to_python", "process_cpu_count_only"},
+    "memory-guard": {"catch_memory_error", "host_memory_from_proc_meminfo"},
 }
 
 
@@ -719,14 +727,15 @@ def _as_graded(decoy: Path, kata, folder: Path) -> Path:
     if decoy.is_file():
         return decoy
     shutil.copytree(ROOT / "solutions" / kata.path, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    for path in decoy.glob("*.py"):
-        shutil.copy(path, folder / path.name)
+    for path in decoy.iterdir():  # its modules, and its entrypoint script where it has one
+        if path.is_file():
+            shutil.copy(path, folder / path.name)
     return folder
 
 
 @pytest.mark.parametrize("kata_id", sorted(DECOYS_FLAGGED))
-def test_the_rules_of_katas_11_to_13_flag_the_decoys_whose_mistake_is_in_their_syntax(kata_id, tmp_path):
-    """LK11, LK12 and LK13 flag the decoys whose mistake the code spells out, and leave the others to the hidden tests"""
+def test_the_rules_of_katas_11_to_16_flag_the_decoys_whose_mistake_is_in_their_syntax(kata_id, tmp_path):
+    """LK11 to LK16 flag the decoys whose mistake the code spells out, and leave the others to the hidden tests"""
     kata = next(k for k in catalogue.load(ROOT) if k.id == kata_id)
     rule = f"LK{kata.number:02d}"
     flagged = set()
@@ -831,3 +840,190 @@ def test_a_scan_of_dot_inside_a_package_ends(tmp_path):
     """})
     out = run_cli(".", cwd=tmp_path / "pkg")
     assert out.returncode == 1 and "jobs.py:9:12: LK12" in out.stdout, out.stdout + out.stderr
+
+
+def test_lk14_leaves_alone_exec_an_init_that_signals_the_group_and_a_trap_that_waits(tmp_path):
+    """LK14 flags a shell left as PID 1 above Python, not `exec`, `exec "$@"`, dumb-init, bash's lone command, a trap that waits or an unused script"""
+    write(tmp_path, {
+        "web/Dockerfile": """
+            FROM python:3.12-slim
+            COPY docker-entrypoint.sh /usr/local/bin/
+            ENTRYPOINT ["docker-entrypoint.sh"]
+            CMD ["gunicorn", "app:app"]
+        """,
+        "web/docker-entrypoint.sh": """
+            #!/bin/sh
+            set -e
+            python manage.py migrate --noinput
+            exec "$@"
+        """,
+        "worker/Dockerfile": """
+            FROM python:3.12-slim
+            COPY run-worker.sh /run-worker.sh
+            ENTRYPOINT ["dumb-init", "--"]
+            CMD ["/run-worker.sh"]
+        """,
+        "worker/run-worker.sh": """
+            #!/bin/sh
+            celery -A app worker
+        """,
+        "bash/Dockerfile": """
+            FROM python:3.12-slim
+            SHELL ["/bin/bash", "-c"]
+            CMD python app.py
+        """,
+        "trap/entrypoint.sh": """
+            #!/bin/sh
+            python app.py &
+            child=$!
+            trap 'kill -TERM "$child"; wait "$child"' TERM INT
+            wait "$child"
+        """,
+        "heredoc/entrypoint.sh": """
+            #!/bin/sh
+            cat > /etc/app.conf <<EOF
+            python app.py
+            EOF
+            exec python app.py
+        """,
+        "silenced/entrypoint.sh": """
+            #!/bin/sh
+            python app.py  # loopkata: ignore[LK14]
+        """,
+        "unused/Dockerfile": """
+            FROM python:3.12-slim
+            COPY . /app
+            ENTRYPOINT ["python", "/app/app.py"]
+        """,
+        "unused/entrypoint.sh": """
+            #!/bin/sh
+            python app.py
+        """,
+        "composed/Dockerfile": """
+            FROM python:3.12-slim
+            COPY . /app
+            CMD ["python", "/app/app.py"]
+        """,
+        "composed/compose.yaml": """
+            services:
+              worker:
+                build: .
+                entrypoint: ["/app/worker-entrypoint.sh"]
+        """,
+        "composed/worker-entrypoint.sh": """
+            #!/bin/sh
+            python -m app.worker
+        """,
+        "flagged/entrypoint.sh": """
+            #!/bin/sh
+            if [ -n "$DEBUG" ]; then
+              exec python -X dev app.py
+            else
+              python app.py
+            fi
+        """,
+    })
+    found = [(Path(f.path).relative_to(tmp_path).as_posix(), f.line) for f in scan.scan([tmp_path], select={"LK14"}).findings]
+    assert found == [("composed/worker-entrypoint.sh", 2), ("flagged/entrypoint.sh", 5)], (
+        f"expected LK14 only on the compose worker's script and the branch without exec, got {found}")
+
+
+def test_lk15_leaves_alone_a_count_weighed_against_the_quota_and_a_pool_in_a_with_block(tmp_path):
+    """LK15 flags a host CPU count that sizes a pool, not one only logged, one capped by the quota, or a short-lived pool"""
+    write(tmp_path, {"pools.py": """
+        import logging
+        import math
+        import os
+        from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+        from pathlib import Path
+
+        from joblib import cpu_count
+
+        log = logging.getLogger(__name__)
+        log.info("host CPUs: %d", os.cpu_count())
+
+
+        def allowed_cpus() -> int:
+            quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+            cpus = os.cpu_count() or 1
+            return cpus if quota == "max" else min(cpus, math.ceil(int(quota) / int(period)))
+
+
+        POOL = ThreadPoolExecutor(max_workers=allowed_cpus() * 2)
+        JOBS = ProcessPoolExecutor(max_workers=cpu_count())
+
+
+        def convert(files):
+            with ProcessPoolExecutor() as pool:
+                return list(pool.map(str.upper, files))
+
+
+        def report() -> str:
+            return f"{os.cpu_count()} CPUs on the host, {allowed_cpus()} for us"
+
+
+        class Service:
+            def __init__(self):
+                self.threads = os.cpu_count() * 5
+    """})
+    found = [(f.rule, f.line) for f in scan.scan([tmp_path], select={"LK15"}).findings]
+    assert found == [("LK15", 34)], f"expected LK15 only on the thread count of Service, got {found}"
+
+
+def test_lk16_leaves_alone_bounded_queues_a_queue_of_known_items_and_memory_only_shown(tmp_path):
+    """LK16 flags a host memory budget and an unbounded queue a feed fills, not a bounded one, a list's items or a log line"""
+    write(tmp_path, {"pipeline.py": """
+        import asyncio
+        import logging
+
+        import psutil
+
+        log = logging.getLogger(__name__)
+        log.info("host memory %d MiB", psutil.virtual_memory().total >> 20)
+
+
+        async def crawl(urls, fetch):
+            todo = asyncio.Queue()
+            for url in urls:
+                todo.put_nowait(url)
+            while not todo.empty():
+                await fetch(await todo.get())
+
+
+        async def follow(reader, handle):
+            lines = asyncio.Queue(maxsize=100)
+            consumer = asyncio.create_task(drain(lines, handle))
+            while line := await reader.readline():
+                await lines.put(line)
+            consumer.cancel()
+
+
+        async def drain(queue, handle):
+            while True:
+                await handle(await queue.get())
+
+
+        async def firehose(stream, handle):
+            events = asyncio.Queue()
+            consumer = asyncio.create_task(drain(events, handle))
+            async for event in stream:
+                events.put_nowait(event)
+            consumer.cancel()
+
+
+        def worker_budget() -> int:
+            return psutil.virtual_memory().available // (512 << 20)
+    """})
+    found = [(f.rule, f.line) for f in scan.scan([tmp_path], select={"LK16"}).findings]
+    assert found == [("LK16", 32), ("LK16", 40)], f"expected LK16 on the firehose's queue and the worker budget, got {found}"
+
+
+def test_lk14_reads_a_shell_script_named_on_the_command_line(tmp_path):
+    """a start script that is not named like an entrypoint is judged when it is named on the command line"""
+    write(tmp_path, {"deploy/start.sh": """
+        #!/bin/sh
+        python -m app
+    """})
+    assert not scan.scan([tmp_path], select={"LK14"}).findings, "expected a folder's start.sh to be left unread"
+    found = [(Path(f.path).name, f.line) for f in scan.scan([tmp_path / "deploy" / "start.sh"]).findings]
+    assert found == [("start.sh", 2)], f"expected LK14 on start.sh:2 when the script is named, got {found}"

@@ -366,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "where the machine has one, and mark the claims it contradicts")
     s.set_defaults(func=cmd_room)
     s = sub.add_parser("scan", help="find the collection's bugs in your own code (exit 1 if any)",
-                       description="Find the bugs the katas teach in your own code: rule LKnn for kata nn, LK01 to LK10.")
+                       description="Find the bugs the katas teach in your own code: rule LKnn for kata nn, LK01 to LK16.")
     s.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or folders (default: .)")
     s.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     s.add_argument("--select", help="only these rules, comma-separated (LK01,LK04; a prefix like LK0 works)")

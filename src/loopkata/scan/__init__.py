@@ -12,6 +12,9 @@ one sentence and that notebook. Modules:
 - `invocation_rules`: writes sent again without a kept key, a client made per invocation (LK11);
 - `nested_loop_rules`: event loops started on a running loop's thread, across a package (LK12);
 - `watchdog_rules`: loop watchdogs that run on the loop they watch, or end only their thread (LK13);
+- `pid1_rules`: a container whose PID 1 is a shell that runs Python as its child, in Dockerfiles and entrypoint scripts (LK14);
+- `cpu_quota_rules`: pools and worker counts sized from the host's CPU count, not the CPU quota (LK15);
+- `memory_rules`: budgets taken from the host's memory, and unbounded queues filled from a feed (LK16);
 - `files`: which files are read, each within a size limit;
 - `newer_syntax`: modules in a newer Python's syntax, parsed by the newest Python on the machine;
 - `bounded_yaml`: deploy files' YAML, with a bound on what its aliases expand to;
@@ -33,11 +36,14 @@ from pathlib import Path
 from . import (
     blocking_rules,
     celery_routes,
+    cpu_quota_rules,
     files,
     invocation_rules,
     logging_rules,
+    memory_rules,
     nested_loop_rules,
     newer_syntax,
+    pid1_rules,
     python_rules,
     ruff_rules,
     stream_rules,
@@ -79,6 +85,18 @@ RULES = {  # id -> what it finds; rule LKnn is taught by kata nn. The README's t
     "LK13": "an event-loop watchdog that runs as a task on the loop it watches (it times its own "
             "`asyncio.sleep`), and `sys.exit(status)` in a function a `threading.Thread` runs, which ends that "
             "thread only",
+    "LK14": "a container whose PID 1 is a shell that runs the Python service as its child, so SIGTERM is dropped: "
+            "an entrypoint script whose last command starts Python without `exec` (or in the background, with no "
+            "trap that forwards SIGTERM and waits until it has exited), and a Dockerfile `CMD`/`ENTRYPOINT` in "
+            "shell form, or through `sh -c`, that starts Python",
+    "LK15": "a pool, executor or worker count sized from the host's CPUs (`os.cpu_count()`, "
+            "`multiprocessing.cpu_count()`, `os.process_cpu_count()`, `psutil.cpu_count()`) where the cgroup's CPU "
+            "quota is not read, and a `ThreadPoolExecutor()`/`ProcessPoolExecutor()` without a size kept for the "
+            "service's life or made the loop's default executor",
+    "LK16": "a memory budget taken from the host's memory (`psutil.virtual_memory()`, `SC_PHYS_PAGES`, "
+            "/proc/meminfo's MemTotal) where the cgroup's limit is not read, and an unbounded `asyncio.Queue` that "
+            "a producer fills from a feed it does not control (`async for`, stream or socket reads) while a "
+            "consumer drains it",
 }
 IGNORE = re.compile(r"#\s*loopkata:\s*ignore(?:\[(?P<rules>[A-Z0-9,\s]+)\])?")
 
@@ -195,6 +213,8 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
     sources: dict[Path, list[str]] = {}
     modules: dict[Path, ast.Module] = {}
     deploy: dict[Path, str] = {}
+    containers: dict[Path, str] = {}  # Dockerfiles and entrypoint scripts, for LK14
+    named = {Path(p) for p in paths if Path(p).is_file()}  # a shell script named on the command line is judged
     retry: dict[Path, tuple[str, NewerSyntax]] = {}
     for path in found_files:
         try:
@@ -217,6 +237,8 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
                 modules[path] = tree
         elif celery_routes.is_deploy_file(path):
             deploy[path] = text
+        elif pid1_rules.is_container_file(path) or (path in named and path.suffix in (".sh", ".bash")):
+            containers[path] = text
     if retry:
         _parse_newer(retry, modules, report)
         modules = dict(sorted(modules.items()))
@@ -262,6 +284,7 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
             judged += [*stream_rules.check(names[path]), *logging_rules.check(names[path])]
             judged += [*invocation_rules.check(names[path]), *watchdog_rules.check(names[path])]
             judged += nested_loop_rules.check(path, names[path], starters)
+            judged += [*cpu_quota_rules.check(names[path]), *memory_rules.check(names[path])]
         except (RecursionError, MemoryError) as exc:
             report.warnings.append(f"{path}: not scanned ({_exhausted(exc)})")
             continue
@@ -277,6 +300,8 @@ def scan(paths: list[str | Path], select: set[str] | None = None, ignore: set[st
             report.warnings.append(str(exc))
     if "LK07" in wanted and routes:
         _lk07(routes, deploy, add, report, sources)
+    if "LK14" in wanted and containers:
+        _lk14(containers, deploy, add, report, sources)
     report.findings = sorted(found, key=lambda f: (f.path, f.line, f.column, f.rule))
     report.seconds = time.perf_counter() - started
     return report
@@ -324,6 +349,28 @@ def _lk07(routes: list[celery_routes.Routes], deploy_files: dict[Path, str], add
             f"{', '.join(sorted(consumed)) or 'nothing'}{asleep}; "
             f"tasks routed to {', '.join(sorted(missing))} (task_routes at {setting}) are accepted and stay "
             "PENDING for good, with nothing logged: add them to a worker's -Q")
+
+
+def _lk14(containers: dict[Path, str], deploy_files: dict[Path, str], add, report: Report,
+          sources: dict[Path, list[str]]) -> None:
+    scripts: dict[Path, str | None] = {}
+
+    def read_script(script: Path) -> str | None:
+        """A script a Dockerfile runs: read once within the scan's limits, its lines kept for ignore comments."""
+        if script not in scripts:
+            try:
+                scripts[script] = files.read(script)
+                sources[script] = scripts[script].splitlines()
+            except files.Skipped as exc:
+                report.warnings.append(f"{script}: {exc}")
+                scripts[script] = None
+        return scripts[script]
+
+    try:
+        for finding in pid1_rules.check(containers, read_script, deploy_files):
+            add("LK14", finding.path, finding.line, 1, finding.message)
+    except (RecursionError, MemoryError) as exc:  # shell text nested past reading: one warning, the rest stands
+        report.warnings.append(f"Dockerfiles and entrypoint scripts: not all judged for LK14 ({_exhausted(exc)})")
 
 
 def show(*paths, select: str | None = None) -> None:

@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from . import celery_routes
+from . import celery_routes, pid1_rules
 
 SKIPPED_FOLDERS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".nox",
                    ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist", ".ipynb_checkpoints"}
@@ -28,11 +28,12 @@ class Skipped(Exception):
 
 def wanted(path: Path) -> bool:
     """Is this a file the scan reads when it meets it in a folder?"""
-    return path.suffix == ".py" or celery_routes.is_deploy_file(path)
+    return path.suffix == ".py" or celery_routes.is_deploy_file(path) or pid1_rules.is_container_file(path)
 
 
 def limit(path: Path) -> int:
-    return DEPLOY_LIMIT if path.suffix != ".py" and celery_routes.is_deploy_file(path) else PYTHON_LIMIT
+    return DEPLOY_LIMIT if path.suffix != ".py" and (celery_routes.is_deploy_file(path) or
+                                                     pid1_rules.is_container_file(path)) else PYTHON_LIMIT
 
 
 def _size(n: int) -> str:

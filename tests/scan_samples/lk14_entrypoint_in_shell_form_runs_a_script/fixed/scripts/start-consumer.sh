@@ -1,0 +1,3 @@
+#!/bin/sh
+cd /opt/consumer
+exec python -m consumer --group "${GROUP:-billing}"

@@ -1,0 +1,3 @@
+#!/bin/sh
+# tini is PID 1, but it signals only its child: this shell, which dies and leaves the API behind
+python /app/main.py  # expect: LK14

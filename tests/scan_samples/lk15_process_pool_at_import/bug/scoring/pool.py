@@ -1,0 +1,11 @@
+"""CPU-bound scoring off the event loop, in worker processes."""
+import asyncio
+from concurrent.futures import ProcessPoolExecutor
+
+from .model import score
+
+POOL = ProcessPoolExecutor()  # expect: LK15
+
+
+async def score_async(features: list[float]) -> float:
+    return await asyncio.get_running_loop().run_in_executor(POOL, score, features)
