@@ -1,0 +1,301 @@
+"""What the hidden tests of kata 16 (memory-guard) run: the worker in a container's memory limit, fed faster than it works.
+
+`run(impl, folder, ...)` starts the ingest worker of the package at `impl` as a
+child process (`ingest.main(argv)`, its status the process's exit status) and
+serves it a feed on 127.0.0.1 from a thread of the test's own process:
+`records` records of RECORD_BYTES each (None: endless), each sent as soon as
+the worker reads the last one, so the feed is as fast as the worker can read.
+
+Where the kernel allows it (services.containers: root, a memory controller), the
+worker runs in a fresh cgroup with a memory limit and no swap, as `docker run
+--memory` makes: going over is the OOM killer's SIGKILL, which the cgroup's own
+oom_kill counter records. `--cgroup-root /` points the worker at the real
+/proc/self/cgroup and /sys/fs/cgroup. Elsewhere (or with
+LOOPKATA_CONTAINER=fallback) it runs under an address-space limit (RLIMIT_AS),
+pointed at a fake cgroup tree (`--cgroup-root`) whose memory.max holds the limit
+and whose memory.current the test keeps at the resident memory of the processes
+it started; when that reaches the limit, the test ends the worker with SIGKILL,
+where the kernel would have. A fallback run may show a wrong fix failing; it can
+never prove a fix right.
+
+With `pressure_after`, memory is also taken elsewhere in the container: a
+second process in the same cgroup (as a helper the worker starts, or a log
+shipper, would be) takes 1 MiB for every `pressure_every` records the feed
+sends once it has sent `pressure_after`. It grows only as the worker reads, so
+a worker that the machine's load slows down meets it no sooner; it never gives
+its memory back, and the kernel's OOM killer may not pick it
+(oom_score_adj -1000).
+
+Everything is decided from what happened: the worker's exit status, its
+checkpoint file (written by its `finally`), the cgroup's oom_kill counter and
+peak usage. Time is only the deadline of a worker that never stops.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from loopkata.services import containers
+
+MiB = 2**20
+RECORD_BYTES = 256 * 1024  # the size of every record the feed sends
+HEADER = struct.Struct("!I")
+AS_ROOM = 512 * MiB  # fallback: address space beyond the limit (the interpreter, its libraries, thread stacks)
+
+# The worker, loaded from the package at argv[1] under a name of its own; argv[2:] go to ingest.main().
+WORKER = """\
+import importlib, importlib.util, sys
+path = sys.argv[1]
+spec = importlib.util.spec_from_file_location("memory_guard_worker", path + "/__init__.py",
+                                              submodule_search_locations=[path])
+package = importlib.util.module_from_spec(spec)
+sys.modules["memory_guard_worker"] = package
+spec.loader.exec_module(package)
+ingest = importlib.import_module("memory_guard_worker.ingest")
+sys.exit(ingest.main(sys.argv[2:]))
+"""
+
+# The other process in the container: 1 MiB (written, so the pages are really taken) per byte on stdin.
+PRESSURE = """\
+import sys
+try:
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("-1000")
+except OSError:
+    pass
+held = []
+sys.stdout.write("ready\\n")
+sys.stdout.flush()
+while True:
+    got = sys.stdin.buffer.read(1)
+    if not got:
+        break
+    held.append(b"m" * (1 << 20))
+"""
+
+
+@dataclass
+class Outcome:
+    real: bool  # a real cgroup (True) or the fallback
+    limit: int
+    status: int | None  # the worker's exit status as Popen has it (-9: SIGKILL); None: still running at the deadline
+    oom_kills: int  # the cgroup's oom_kill counter (the fallback: 1 when the test ended the worker at the limit)
+    checkpoint: dict | None  # what the worker's finally wrote, None if nothing
+    sent: int  # records the feed sent
+    peak: int  # the most memory the container held, in bytes (the fallback: resident memory)
+    log: str  # what the worker printed
+    pressure_mib: int = 0  # MiB the other process took
+    pressure_status: int | None = None  # its exit status (None: alive until the end)
+    deadline: float = 0.0
+
+    @property
+    def killed(self) -> bool:
+        return self.status == -signal.SIGKILL
+
+    def log_tail(self, lines: int = 6) -> str:
+        tail = [ln for ln in self.log.strip().splitlines() if ln.strip()][-lines:]
+        return " | ".join(tail) if tail else "nothing"
+
+
+class Feed:
+    """GET /feed on 127.0.0.1: a 200 whose body is `records` records (None: endless), then the end of the stream."""
+
+    def __init__(self, records: int | None, on_sent=None):
+        self.records, self.on_sent = records, on_sent
+        self.sent = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
+        self.port = self.listener.getsockname()[1]
+        self.conn: socket.socket | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="the feed", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        record = HEADER.pack(RECORD_BYTES) + b"r" * RECORD_BYTES
+        while not self.stopping.is_set():
+            try:
+                self.conn, _ = self.listener.accept()
+                break
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+        if self.conn is None:
+            return
+        conn = self.conn
+        conn.settimeout(None)
+        try:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, RECORD_BYTES)  # little sent ahead of the reader
+            request = b""
+            while b"\r\n\r\n" not in request:
+                got = conn.recv(4096)
+                if not got:
+                    return
+                request += got
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n")
+            while not self.stopping.is_set() and (self.records is None or self.sent < self.records):
+                conn.sendall(record)
+                self.sent += 1
+                if self.on_sent is not None:
+                    self.on_sent(self.sent)
+            conn.shutdown(socket.SHUT_WR)  # the end of the feed
+        except OSError:
+            pass  # the worker went away, or the test stopped the feed
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for s in (self.conn, self.listener):
+            if s is not None:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+        self.thread.join(5)
+        for s in (self.conn, self.listener):
+            if s is not None:
+                with contextlib.suppress(OSError):
+                    s.close()
+
+
+def fake_root(folder: Path, limit: int) -> Path:
+    """A cgroup v2 tree seen from inside a cgroup namespace: memory.max is the limit; memory.current the test keeps."""
+    root = folder / "root"
+    (root / "proc" / "self").mkdir(parents=True, exist_ok=True)
+    (root / "proc" / "self" / "cgroup").write_text("0::/\n")
+    fs = root / "sys" / "fs" / "cgroup"
+    fs.mkdir(parents=True, exist_ok=True)
+    (fs / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (fs / "memory.max").write_text(f"{limit}\n")
+    _write_usage(root, 0)
+    return root
+
+
+def _write_usage(root: Path, used: int) -> None:
+    target = root / "sys" / "fs" / "cgroup" / "memory.current"
+    tmp = target.with_name("memory.current.tmp")
+    tmp.write_text(f"{used}\n")
+    os.replace(tmp, target)  # a reader never sees half a number
+
+
+def resident(pid: int) -> int:
+    """Bytes of memory `pid` holds (VmRSS), 0 if it is gone."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def real_here() -> bool:
+    return containers.missing(containers.MEMORY_LIMIT) == ""
+
+
+def _usage(group: containers.Cgroup) -> int:
+    """The cgroup's usage now, in bytes (what its limit counts)."""
+    folder = group.dirs.get("memory")
+    name = "memory.current" if group.version == 2 else "memory.usage_in_bytes"
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        return int((folder / name).read_text())
+    return 0
+
+
+def run(impl: Path, folder: Path, *, limit: int, records: int | None, handle_seconds: float, deadline: float,
+        pressure_after: int | None = None, pressure_every: int = 8, program: str = WORKER,
+        extra: tuple[str, ...] = (), samples: list | None = None, every: float = 0.01) -> Outcome:
+    """The worker at `impl` under a memory limit of `limit` bytes, fed until it stops; what happened.
+
+    `program` and `extra`: another program to run the same way (notebook 16's toy worker), and
+    arguments of its own ("{usage}" in one stands for the file that holds the cgroup's usage). `samples`: a list to append (seconds since the worker started, bytes the
+    container uses) to, every `every` seconds (a hundredth by default)."""
+    real = real_here()
+    folder.mkdir(parents=True, exist_ok=True)
+    checkpoint, log_path = folder / "checkpoint.json", folder / "worker.log"
+    with contextlib.ExitStack() as stack:
+        group = stack.enter_context(containers.Cgroup(memory_bytes=limit)) if real else None
+        root = Path("/") if real else fake_root(folder, limit)
+        pressure = None
+        taken = [0]
+        if pressure_after is not None:
+            argv = [sys.executable, "-I", "-S", "-c", PRESSURE]
+            pressure = subprocess.Popen(group.command(argv) if real else argv, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+            stack.callback(_kill_group, pressure)
+            pressure.stdout.readline()  # "ready": its interpreter is in the container before the worker measures anything
+
+        def on_sent(sent: int) -> None:
+            if pressure is not None and sent > pressure_after and (sent - pressure_after) % pressure_every == 0:
+                with contextlib.suppress(OSError, ValueError):
+                    pressure.stdin.write(b"+")
+                    pressure.stdin.flush()
+                    taken[0] += 1
+
+        feed = Feed(records, on_sent)
+        stack.callback(feed.stop)
+        usage_file = (group.dirs["memory"] / ("memory.current" if group.version == 2 else "memory.usage_in_bytes")
+                      if real else root / "sys" / "fs" / "cgroup" / "memory.current")
+        argv = [sys.executable, "-c", program, str(impl), "--feed", f"127.0.0.1:{feed.port}",
+                "--checkpoint", str(checkpoint), "--handle-seconds", f"{handle_seconds:g}", "--cgroup-root", str(root),
+                *(a.replace("{usage}", str(usage_file)) for a in extra)]
+        command = group.command(argv) if real else containers.address_space_limit(argv, limit + AS_ROOM)
+        log = stack.enter_context(open(log_path, "wb"))
+        worker = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        stack.callback(_kill_group, worker)
+        started = time.monotonic()
+        ends = started + deadline
+        oom_kills, peak = 0, 0
+        while worker.poll() is None and time.monotonic() < ends:
+            if real:
+                stats = group.stats()
+                oom_kills, peak = stats.get("oom_kill", 0), stats.get("peak_bytes", 0)
+                if samples is not None:
+                    samples.append((time.monotonic() - started, _usage(group)))
+                if oom_kills:
+                    break
+            else:
+                used = resident(worker.pid) + (resident(pressure.pid) if pressure is not None else 0)
+                peak = max(peak, used)
+                _write_usage(root, used)
+                if samples is not None:
+                    samples.append((time.monotonic() - started, used))
+                if used >= limit:  # where the kernel would have: SIGKILL, no finally
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(worker.pid, signal.SIGKILL)
+                    oom_kills = 1
+                    break
+            time.sleep(every)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.wait(2 if oom_kills else 0.001)
+        status = worker.poll()
+        if real:
+            stats = group.stats()
+            oom_kills, peak = stats.get("oom_kill", 0), stats.get("peak_bytes", 0)
+        if pressure is not None:
+            with contextlib.suppress(OSError):
+                pressure.stdin.close()
+        pressure_status = pressure.poll() if pressure is not None else None
+    text = log_path.read_bytes().decode(errors="replace")
+    try:
+        saved = json.loads(checkpoint.read_text())
+    except (OSError, ValueError):
+        saved = None
+    return Outcome(real=real, limit=limit, status=status, oom_kills=oom_kills, checkpoint=saved, sent=feed.sent,
+                   peak=peak, log=text, pressure_mib=taken[0], pressure_status=pressure_status, deadline=deadline)

@@ -1,0 +1,347 @@
+"""Hidden tests for kata 16, memory-guard.
+
+limits.py is judged on fake file systems: a folder holding proc/self/cgroup
+and sys/fs/cgroup/..., laid out as cgroup v2 and cgroup v1 (with and without a
+cgroup namespace, as Kubernetes, Docker and this kind of machine show them),
+with a limit, with none ("max", v1's huge number) and with files missing or
+malformed. The worker is judged live (memory_guard_harness): a child process in
+a real cgroup with a 128 MiB memory limit and no swap, fed on 127.0.0.1 far
+faster than it hands records downstream, by its exit status, the checkpoint its
+`finally` writes and the cgroup's own oom_kill counter. Where the machine cannot
+make that cgroup, the same runs under the fallback, which can fail a wrong fix
+but never passes one: the test then says it could not run here.
+"""
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+from memory_guard_harness import RECORD_BYTES, Outcome, run
+
+from loopkata.services import ServiceUnavailable, containers
+from loopkata.testing import hang_after
+
+MiB = 2**20
+LIMIT = 128 * MiB  # the container's memory limit in the live tests
+HANDLE_SECONDS = 0.001  # downstream's time per record: the feed is many times faster
+FEED = 2 * LIMIT // RECORD_BYTES  # records in the finite feed: twice the limit
+PRESSURE_AFTER = LIMIT // RECORD_BYTES  # records sent before memory is also taken elsewhere in the container
+PRESSURE_EVERY = 8  # records sent per MiB taken elsewhere, from then on
+V1_NO_LIMIT = 9223372036854771712  # what cgroup v1 writes for "no limit" (on 4 KiB pages)
+HOST = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+@pytest.fixture(autouse=True)
+def linux_only():
+    if not os.uname().sysname == "Linux":
+        raise ServiceUnavailable("This kata reads the cgroup file system and runs its worker in a cgroup with a "
+                                 "memory limit, both Linux's: run it on Linux (Binder, a Linux container or WSL 2).")
+
+
+def limits_of(kata):
+    return importlib.import_module(f"{kata.__name__}.limits")
+
+
+def ingest_of(kata):
+    return importlib.import_module(f"{kata.__name__}.ingest")
+
+
+def impl_of(kata) -> Path:
+    return Path(kata.__file__).parent
+
+
+def size(n) -> str:
+    if not isinstance(n, int) or isinstance(n, bool):
+        return repr(n)
+    if n >= 2**30:
+        return f"{n} ({n / 2**60:.1f} EiB)" if n >= 2**60 else f"{n} ({n / 2**30:,.1f} GiB)"
+    return f"{n} ({n / MiB:,.1f} MiB)" if n >= MiB else f"{n} bytes"
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def v2_tree(root: Path, *, path: str = "/kubepods.slice/kubepods-burstable.slice/cri-containerd-7f3a.scope",
+            max_: str | None = "268435456\n", current: str | None = "104857600\n") -> str:
+    """cgroup v2, one hierarchy; a description for messages."""
+    write(root, "proc/self/cgroup", f"0::{path}\n")
+    write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n")
+    folder = "sys/fs/cgroup" + ("" if path == "/" else path)
+    (root / folder).mkdir(parents=True, exist_ok=True)
+    if max_ is not None:
+        write(root, f"{folder}/memory.max", max_)
+    if current is not None:
+        write(root, f"{folder}/memory.current", current)
+    where = f"{folder}/memory.max"
+    return (f"a cgroup v2 tree: proc/self/cgroup says '0::{path}', and {where} holds {max_.strip()!r}"
+            if max_ is not None else f"a cgroup v2 tree: proc/self/cgroup says '0::{path}', and there is no {where}")
+
+
+V1_CGROUP = """12:pids:{p}
+9:cpu,cpuacct:{p}
+7:blkio:{p}
+4:memory:{p}
+1:name=systemd:{p}
+0::/
+"""
+
+
+def v1_tree(root: Path, *, path: str = "/process_api/cacf0b62e673", limit: str = "134217728\n",
+            usage: str | None = "73400320\n", mounted_at_own: bool = False) -> str:
+    """cgroup v1 (hybrid, as many hosts still run it: one hierarchy per controller, and an empty unified one).
+
+    mounted_at_own: the memory hierarchy is mounted with the container's own cgroup as its root (Docker
+    without a cgroup namespace), while /proc/self/cgroup still names the host's path to it."""
+    write(root, "proc/self/cgroup", V1_CGROUP.format(p=path))
+    for controller in ("pids", "cpu,cpuacct", "blkio"):
+        (root / "sys/fs/cgroup" / controller).mkdir(parents=True, exist_ok=True)
+    write(root, "sys/fs/cgroup/unified/cgroup.controllers", "\n")
+    mount = "sys/fs/cgroup/memory"
+    write(root, f"{mount}/memory.limit_in_bytes", limit if mounted_at_own else f"{V1_NO_LIMIT}\n")
+    write(root, f"{mount}/memory.usage_in_bytes", (usage or "") if mounted_at_own else "3104768\n")
+    folder = mount if mounted_at_own else f"{mount}{path}"
+    write(root, f"{folder}/memory.limit_in_bytes", limit)
+    if usage is not None:
+        write(root, f"{folder}/memory.usage_in_bytes", usage)
+    if mounted_at_own:
+        return (f"a cgroup v1 tree whose memory hierarchy is mounted at the container's own cgroup (Docker without a "
+                f"cgroup namespace): proc/self/cgroup says '4:memory:{path}', no folder {mount}{path} exists, and "
+                f"{mount}/memory.limit_in_bytes holds {limit.strip()!r}")
+    return (f"a cgroup v1 tree (one hierarchy per controller, and an empty unified one; proc/self/cgroup also has "
+            f"'0::/'): proc/self/cgroup says '4:memory:{path}', {folder}/memory.limit_in_bytes holds {limit.strip()!r} "
+            f"and {mount}/memory.limit_in_bytes, the root's, holds '{V1_NO_LIMIT}'")
+
+
+def expect_limit(limits, root: Path, want, where: str) -> None:
+    try:
+        got = limits.memory_limit(root)
+    except Exception as exc:
+        raise AssertionError(
+            f"expected memory_limit(root) to return {size(want)} for {where}, but it raised "
+            f"{type(exc).__name__}: {exc}: a missing or unreadable file means no limit (None), never an exception, "
+            f"or the worker cannot start") from exc
+    if got == want and type(got) is type(want):
+        return
+    why = ""
+    if got == HOST:
+        why = (": that is this machine's physical memory (os.sysconf), what Python reports inside a container, "
+               "not the container's limit")
+    elif want is None and isinstance(got, int) and got >= 2**60:
+        why = ": cgroup v1 writes 'no limit' as a huge number, and a queue sized from it has no bound at all"
+    elif want is None:
+        why = ": there is no limit here"
+    raise AssertionError(f"expected memory_limit(root) to return {size(want)} for {where}, got {size(got)}{why}")
+
+
+def test_the_limit_is_read_from_a_cgroup_v2_tree(kata, tmp_path):
+    """memory_limit() reads a cgroup v2 limit (memory.max of the process's own cgroup), and "max" means no limit"""
+    limits = limits_of(kata)
+    root = tmp_path / "k8s"
+    expect_limit(limits, root, 268435456, v2_tree(root))
+    root = tmp_path / "namespace"
+    expect_limit(limits, root, 536870912, v2_tree(root, path="/", max_="536870912\n")
+                 + " (a cgroup namespace: the container's own cgroup is the root)")
+    root = tmp_path / "max"
+    expect_limit(limits, root, None, v2_tree(root, max_="max\n"))
+
+
+def test_the_limit_is_read_from_a_cgroup_v1_tree(kata, tmp_path):
+    """memory_limit() reads a cgroup v1 limit (memory.limit_in_bytes), and v1's huge "no limit" number means no limit"""
+    limits = limits_of(kata)
+    root = tmp_path / "v1"
+    expect_limit(limits, root, 134217728, v1_tree(root))
+    root = tmp_path / "docker"
+    expect_limit(limits, root, 268435456, v1_tree(root, path="/docker/0123456789ab", limit="268435456\n",
+                                                   mounted_at_own=True))
+    root = tmp_path / "huge"
+    expect_limit(limits, root, None, v1_tree(root, limit=f"{V1_NO_LIMIT}\n"))
+
+
+def test_no_cgroup_or_an_unreadable_file_means_no_limit(kata, tmp_path):
+    """memory_limit() returns None, and never raises, when there is no cgroup file system or its files make no sense"""
+    limits = limits_of(kata)
+    root = tmp_path / "empty"
+    root.mkdir()
+    expect_limit(limits, root, None, "an empty folder (no proc/self/cgroup, no sys/fs/cgroup: not Linux, or not mounted)")
+    root = tmp_path / "no-file"
+    expect_limit(limits, root, None, v2_tree(root, max_=None))
+    root = tmp_path / "garbage"
+    expect_limit(limits, root, None, v2_tree(root, max_="lots\n"))
+    root = tmp_path / "empty-v1"
+    expect_limit(limits, root, None, v1_tree(root, limit=""))
+    root = tmp_path / "bad-proc"
+    v2_tree(root)
+    write(root, "proc/self/cgroup", "this is not a cgroup file\n")
+    expect_limit(limits, root, None, "a cgroup v2 tree whose proc/self/cgroup reads 'this is not a cgroup file'")
+
+
+def test_usage_is_read_from_the_cgroup(kata, tmp_path):
+    """memory_usage() reads the cgroup's own usage (memory.current, or v1's memory.usage_in_bytes): everything the limit counts"""
+    limits = limits_of(kata)
+    cases = []
+    root = tmp_path / "v2"
+    v2_tree(root, current="104857600\n")
+    cases.append((root, 104857600, "a cgroup v2 tree whose sys/fs/cgroup/kubepods.slice/.../memory.current holds '104857600'"))
+    root = tmp_path / "v1"
+    v1_tree(root, usage="73400320\n")
+    where = "a cgroup v1 tree whose sys/fs/cgroup/memory/process_api/cacf0b62e673/memory.usage_in_bytes holds '73400320'"
+    cases.append((root, 73400320, where))
+    root = tmp_path / "none"
+    v2_tree(root, current=None)
+    cases.append((root, None, "a cgroup v2 tree with no memory.current"))
+    for root, want, where in cases:
+        try:
+            got = limits.memory_usage(root)
+        except Exception as exc:
+            raise AssertionError(f"expected memory_usage(root) to return {size(want)} for {where}, but it raised "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        assert got == want, (
+            f"expected memory_usage(root) to return {size(want)} for {where}, got {size(got)}: the limit counts "
+            f"what the cgroup uses (every process in the container, and its page cache), not what this process "
+            f"alone holds"
+        )
+
+
+def need(module, name: str, what: str):
+    function = getattr(module, name, None)
+    assert callable(function), f"expected limits.py to define {name}: {what}; it does not"
+    return function
+
+
+def test_the_queue_bound_and_the_shedding_point_come_from_the_limit(kata):
+    """queue_bound() fits baseline and a full queue well under the limit, and shed_at() is 80% of the limit"""
+    limits = limits_of(kata)
+    queue_bound = need(limits, "queue_bound", "queue_bound(limit, *, item_bytes, baseline), a queue's maxsize")
+    shed_at = need(limits, "shed_at", "shed_at(limit), the usage in bytes at which the worker stops taking work")
+    item, baseline = RECORD_BYTES, 24 * MiB
+    for limit in (128 * MiB, 256 * MiB, 2048 * MiB):
+        bound = queue_bound(limit, item_bytes=item, baseline=baseline)
+        call = f"queue_bound({size(limit)}, item_bytes={item}, baseline={size(baseline)})"
+        assert isinstance(bound, int) and not isinstance(bound, bool), f"expected {call} to return an int, got {bound!r}"
+        full = baseline + bound * item
+        assert 0.5 * limit <= full <= 0.75 * limit + item, (
+            f"expected {call} to let baseline + a full queue take between 50% and 75% of the limit (the rest is "
+            f"headroom for everything else, and the guard sheds at 80%), got {bound}, which makes "
+            f"{full / limit:.0%} ({size(full)})"
+        )
+        shed = shed_at(limit)
+        assert isinstance(shed, int) and abs(shed - 0.8 * limit) <= 0.02 * limit, (
+            f"expected shed_at({size(limit)}) to return 80% of the limit, got {size(shed)}"
+            + (f" ({shed / limit:.0%})" if isinstance(shed, (int, float)) and shed else "")
+            + (": at the limit itself the kernel's OOM killer strikes first, and SIGKILL runs no finally"
+               if isinstance(shed, (int, float)) and shed > 0.9 * limit else "")
+        )
+    call = f"queue_bound({size(32 * MiB)}, item_bytes={MiB}, baseline={size(30 * MiB)})"
+    bound = queue_bound(32 * MiB, item_bytes=MiB, baseline=30 * MiB)
+    assert isinstance(bound, int) and bound >= 1, (
+        f"expected {call} to return at least 1, got {bound!r}: asyncio.Queue(maxsize=0), or a negative maxsize, "
+        f"has no bound at all"
+    )
+    bound = queue_bound(None, item_bytes=item, baseline=baseline)
+    assert isinstance(bound, int) and bound >= 1, (
+        f"expected queue_bound(None, ...) (no limit) to return a default of at least 1, got {bound!r}: "
+        f"asyncio.Queue(maxsize=0) has no bound at all"
+    )
+    assert shed_at(None) is None, f"expected shed_at(None) (no limit) to return None, got {shed_at(None)!r}"
+
+
+# --- live: the worker in a container's memory limit ------------------------------------------------
+
+def how(outcome: Outcome, scene: str) -> str:
+    where = (f"a cgroup with a memory limit of {outcome.limit // MiB} MiB and no swap" if outcome.real else
+             f"the fallback: no cgroup here, so a fake cgroup tree with memory.max {outcome.limit // MiB} MiB, "
+             f"kept at the resident memory of the processes, and an address-space limit")
+    return (f"{scene}; {where}; the feed sent {outcome.sent} records of {RECORD_BYTES // 1024} KiB, downstream "
+            f"takes {HANDLE_SECONDS * 1000:g} ms per record; the worker said: {outcome.log_tail()}")
+
+
+def killed_message(outcome: Outcome, expected: str, scene: str) -> str:
+    if outcome.real:
+        who = ("the kernel's OOM killer killed the worker (SIGKILL, exit status 137 as a container reports it)"
+               if outcome.killed else
+               f"the kernel's OOM killer killed a process in the container (oom_kill {outcome.oom_kills})")
+        return (f"expected {expected}, but {who} when the container's memory reached its "
+                f"{outcome.limit // MiB} MiB limit: its finally never ran, so no checkpoint was written "
+                f"({how(outcome, scene)})")
+    return (f"expected {expected}, but its memory reached the {outcome.limit // MiB} MiB limit, where the kernel's "
+            f"OOM killer would have killed the worker (SIGKILL, exit status 137 as a container reports it), and the "
+            f"test ended it there: its finally never ran ({how(outcome, scene)})")
+
+
+def status_words(status) -> str:
+    if status is None:
+        return "it was still running"
+    if status < 0:
+        return f"it was killed by signal {-status}"
+    return f"it exited with status {status}"
+
+
+def not_here_after(outcome: Outcome, what: str) -> None:
+    """The fallback found nothing wrong: that proves nothing, so the test could not run here."""
+    if not outcome.real:
+        raise containers.not_here(containers.MEMORY_LIMIT, what)
+
+
+def test_memory_taken_elsewhere_in_the_container_is_shed_before_the_kill(kata, tmp_path):
+    """when another process in the container takes memory, the worker stops taking work at 80% of the limit, runs its finally and exits with EXIT_SHED"""
+    ingest = ingest_of(kata)
+    shed = getattr(ingest, "EXIT_SHED", None)
+    assert isinstance(shed, int) and shed not in (0, 1, 2, 137) and 0 < shed < 126, (
+        f"expected ingest.EXIT_SHED to be an exit status of the worker's own (3 to 125, not 0, 1 or 2), got {shed!r}"
+    )
+    outcome = run(impl_of(kata), tmp_path / "pressure", limit=LIMIT, records=None, handle_seconds=HANDLE_SECONDS,
+                  deadline=max(hang_after(), 10.0), pressure_after=PRESSURE_AFTER, pressure_every=PRESSURE_EVERY)
+    scene = (f"an endless feed; once it had sent {PRESSURE_AFTER} records, another process in the container took "
+             f"1 MiB for every {PRESSURE_EVERY} records more (it took {outcome.pressure_mib} MiB)")
+    expected = f"the worker to stop taking work at 80% of the limit and exit with EXIT_SHED ({shed})"
+    assert not (outcome.oom_kills or outcome.killed), killed_message(outcome, expected, scene)
+    assert outcome.status is not None, (
+        f"expected {expected}, but it was still running {outcome.deadline:g} s later, and the test killed it: "
+        f"the container's memory peaked at {outcome.peak / MiB:.1f} MiB ({outcome.peak / outcome.limit:.0%}) "
+        f"({how(outcome, scene)})"
+    )
+    assert outcome.status == shed, f"expected {expected}, but {status_words(outcome.status)} ({how(outcome, scene)})"
+    assert outcome.checkpoint is not None, (
+        f"expected the worker's finally to write its checkpoint before it exited with EXIT_SHED, but there is none: "
+        f"the status was chosen, but the finally never ran ({how(outcome, scene)})"
+    )
+    handled = outcome.checkpoint.get("handled")
+    assert isinstance(handled, int) and 0 < handled <= outcome.sent, (
+        f"expected the checkpoint to count the records handled before the worker stopped (some, and no more than "
+        f"the {outcome.sent} sent), got {handled!r} ({how(outcome, scene)})"
+    )
+    not_here_after(outcome, "the worker's run under a real memory limit with memory taken elsewhere in the container")
+
+
+def test_a_queue_as_big_as_the_limit_allows_never_needs_to_shed(kata, tmp_path):
+    """fed twice its memory limit faster than it works, the worker handles every record and exits on its own, never killed"""
+    ingest = ingest_of(kata)
+    outcome = run(impl_of(kata), tmp_path / "flood", limit=LIMIT, records=FEED, handle_seconds=HANDLE_SECONDS,
+                  deadline=max(hang_after(), 10.0))
+    scene = f"a finite feed of {FEED} records ({FEED * RECORD_BYTES // MiB} MiB), nothing else in the container"
+    expected = f"the worker to handle all {FEED} records and exit with EXIT_DONE ({ingest.EXIT_DONE})"
+    assert not (outcome.oom_kills or outcome.killed), killed_message(outcome, expected, scene)
+    assert outcome.status is not None, (
+        f"expected {expected}, but it was still running {outcome.deadline:g} s later, and the test killed it "
+        f"({how(outcome, scene)})"
+    )
+    shed = getattr(ingest, "EXIT_SHED", None)
+    assert outcome.status == ingest.EXIT_DONE, (
+        f"expected {expected}, but {status_words(outcome.status)}"
+        + (f" (EXIT_SHED): it shed load with nothing but its own queue in the container, whose memory peaked at "
+           f"{outcome.peak / MiB:.1f} MiB ({outcome.peak / outcome.limit:.0%}). A queue sized from the limit stays "
+           f"under the shedding point when it is full: shedding is for memory the queue does not account for"
+           if outcome.status == shed else "")
+        + f" ({how(outcome, scene)})"
+    )
+    assert outcome.checkpoint is not None, (
+        f"expected the worker's finally to write its checkpoint, but there is none ({how(outcome, scene)})"
+    )
+    assert outcome.checkpoint.get("handled") == FEED, (
+        f"expected {expected}, but its checkpoint says it handled {outcome.checkpoint.get('handled')!r} "
+        f"({how(outcome, scene)})"
+    )
+    not_here_after(outcome, "the worker's run under a real memory limit")

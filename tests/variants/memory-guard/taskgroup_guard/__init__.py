@@ -1,0 +1,1 @@
+"""Variant: an asyncio.TaskGroup whose guard task raises Shed; the reference limits.py."""
