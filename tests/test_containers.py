@@ -43,6 +43,7 @@ def test_forcing_the_fallback_says_so_in_one_sentence(monkeypatch):
     for mechanism in containers.MECHANISMS:
         why = containers.missing(mechanism)
         assert why.startswith("LOOPKATA_CONTAINER=fallback is set") and why.count(". ") == 0, why
+    assert containers.missing(containers.PID_NAMESPACE).endswith("as on a machine without it.")
     text = str(containers.not_here(containers.MEMORY_LIMIT, "the OOM test"))
     assert text.startswith("The OOM test needs a cgroup with a memory limit") and "could not run here" in text
 

@@ -53,7 +53,7 @@ def missing(mechanism: str) -> str:
     if mechanism not in MECHANISMS:
         raise ValueError(f"unknown mechanism {mechanism!r}; known: {', '.join(MECHANISMS)}")
     if forced():
-        return f"{FORCE}=fallback is set, which forces the fallback."
+        return f"{FORCE}=fallback is set, which makes loopkata act as on a machine without it."
     if not sys.platform.startswith("linux"):
         return f"This machine runs {sys.platform}, and {MECHANISMS[mechanism]} is a Linux kernel mechanism."
     if mechanism == PID_NAMESPACE:
@@ -64,15 +64,11 @@ def missing(mechanism: str) -> str:
 def not_here(mechanism: str, what: str) -> NotHere:
     """The NotHere a test raises: `what` could not run, because the mechanism is missing."""
     return NotHere(
-        f"{what[:1].upper()}{what[1:]} needs {MECHANISMS[mechanism]}, which this machine does not give: "
-        f"{_lower_first(missing(mechanism))} So this test could not run here; the others ran on the fallback. "
-        "Run the check where the kernel allows it (as root on Linux, as the suite does in CI; or in a Linux "
-        "VM or WSL 2) to have it graded."
+        f"{what[:1].upper()}{what[1:]} needs {MECHANISMS[mechanism]}. {missing(mechanism)} So this test "
+        "could not run here (the fallback it ran instead can show a wrong fix, not prove a right one), and the "
+        "check cannot say solved. Run the check where the kernel allows it (as root on Linux, as the suite "
+        "does in CI; or in a Linux VM or WSL 2) to have it graded."
     )
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
 @functools.lru_cache(maxsize=None)
