@@ -16,7 +16,7 @@ class LagReport:
     p50_ms: float
     p99_ms: float
     max_ms: float
-    cause: str  # what made the loop late, in a few words; "none" when it kept to its budget
+    cause: str  # in a few words, why the loop was late: "none" when it kept to its budget and was not throttled
 
     def __str__(self) -> str:
         return (f"loop lag over {self.seconds:.1f} s ({self.samples} samples): p50 {self.p50_ms:.1f} ms, "

@@ -22,18 +22,18 @@ nearly every period.
 Your task:
 1. Make `runtime.effective_cpus(root)` return the number of CPUs this process
    may really use: the smallest of its CPU affinity (`os.sched_getaffinity(0)`),
-   its cgroup's CPU quota (quota / period, rounded up: 0.5 CPU is 1, 1.5 is 2)
-   and `PYTHON_CPU_COUNT` when that is set to a number; at least 1. A cgroup
-   without a quota ("max" in cpu.max, -1 in cpu.cfs_quota_us), or one whose
-   files are missing or unreadable, leaves the affinity as it is: it never
-   raises.
+   its cgroup's CPU quota (quota / period, rounded up: 0.5 CPU is 1, 1.2 is 2)
+   and `PYTHON_CPU_COUNT` when that is set to a number ("default" or a word
+   is no limit); at least 1. A cgroup without a quota ("max" in cpu.max, -1
+   in cpu.cfs_quota_us), or one whose files are missing or unreadable, leaves
+   the affinity as it is: it never raises.
 2. Size from that number: `sizing(root).workers` is one worker per CPU, and
    `install(loop, root)` gives the loop a default executor of Python's own
    size, min(32, CPUs + 4), counted from the CPUs the service may really use.
 3. Make `lagmon.watch(seconds, root=...)` read its own cgroup's cpu.stat
-   before and after, and name CPU throttling as the cause (in words that say
-   "throttled" or "throttling") when nr_throttled grew while it watched, and
-   only then: lag without throttling is the loop's or the code's.
+   before and after, and name CPU throttling as the cause (with the word
+   "throttled" or "throttling") whenever nr_throttled grew while it watched,
+   over budget or not, and only then: lag alone is the loop's or the code's.
 
 Every file is read under `root`: "/" in production; the tests pass a folder
 of their own that holds `proc/self/cgroup` and `sys/fs/cgroup/...` laid out
@@ -48,10 +48,10 @@ namespace of its own sees its cgroup as `/`. A machine can have both (v1
 controllers and a v2 line `0::/`): the cpu controller is where its line says.
 
 The hidden tests read effective_cpus() in fresh processes on folders of their
-own (with the affinity set to one CPU in some), count the threads the default
-executor that `install()` gives a loop starts under load, and run `watch()`
-in a real cgroup with a CPU quota while another thread keeps the CPU busy
-(and in one whose quota is never reached). Keep the names `effective_cpus`,
+own (v1, its controllers mounted together or apart, and v2; pinned to one CPU
+in some), count the threads install()'s default executor starts under load,
+and run `watch()` in a real cgroup with a CPU quota while a thread keeps the
+CPU busy (and in one whose quota is never reached). Keep the names `effective_cpus`,
 `sizing`, `Sizing.workers`, `install`, `watch` and `LagReport.cause`.
 
 Run `loopkata check cpu-quota` to grade your fix.

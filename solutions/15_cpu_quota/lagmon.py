@@ -18,7 +18,7 @@ class LagReport:
     p50_ms: float
     p99_ms: float
     max_ms: float
-    cause: str  # what made the loop late, in a few words; "none" when it kept to its budget
+    cause: str  # in a few words, why the loop was late: "none" when it kept to its budget and was not throttled
     periods: int = 0  # CFS periods that went by (cpu.stat's nr_periods), 0 without a quota
     throttled_periods: int = 0  # of which the quota ran out (nr_throttled)
     throttled_ms: float = 0.0  # how long the cgroup's threads were stopped for it
@@ -53,7 +53,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 async def watch(seconds: float, root: Path = Path("/")) -> LagReport:
-    """Sample the running loop's lag for `seconds`, and read the cgroup's throttling over the same time."""
+    """Sample the loop's lag for `seconds`; the cause is throttling whenever nr_throttled grew meanwhile, lag or not."""
     loop = asyncio.get_running_loop()
     lags: list[float] = []
     before = cpu_stat(root)

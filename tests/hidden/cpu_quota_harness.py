@@ -5,18 +5,25 @@ On the test's side:
 - `v1_tree` and `v2_tree` lay out a folder as the kernel lays out / for one
   process: `proc/self/cgroup`, and `sys/fs/cgroup/...` with the root cgroup
   (no quota, counters that never move) and the process's own cgroup (its
-  quota, its cpu.stat). `write_cpu_stat` rewrites a cgroup's counters in one
-  rename, so a reader never sees half a file.
+  quota, its cpu.stat). A v1 tree is a hybrid machine's (its
+  /proc/self/cgroup also has v2's line `0::/`), with the cpu controller
+  mounted as one of `V1_LAYOUTS` says, and other controllers' lines (cpuset,
+  cpuacct) before the cpu one, in other cgroups. `write_cpu_stat` rewrites a
+  cgroup's counters in one rename, so a reader never sees half a file.
 - `run_cases` runs `effective_cpus(root)` (and, if asked, the executor that
   `install(loop, root)` gives a loop) in a fresh Python process, with its CPU
   affinity and its PYTHON_CPU_COUNT set first: Python 3.13 reads
   PYTHON_CPU_COUNT when it starts, and the affinity is the kernel's, so both
-  must be set before the code under test runs.
+  must be set before the code under test runs. A case may also set
+  variables in os.environ for its own call only (a value Python 3.13 would
+  refuse at start-up, such as a word). The child records the files the code
+  opened (an audit hook), so that a message can say what it read.
 - `Live` starts this file as a script in a real cgroup (or a plain process
   on the fallback): the service's start-up, then `lagmon.watch()` while a
   thread keeps the CPU busy in pure Python, holding the GIL but for the
   switch interval; the script reads the cgroup's own cpu.stat just before
-  and just after the watch.
+  and just after the watch. `own_cpu_cgroup` finds the cgroup this process
+  is in on the real machine, for the fallback's run.
 
 Run as a script (`python cpu_quota_harness.py cases|live IMPL`), it is the
 child: it loads the package under test from IMPL, does what stdin (cases) or
@@ -60,24 +67,55 @@ def write_cpu_stat(folder: Path, version: int, periods: int = 0, throttled: int 
     os.replace(fresh, folder / "cpu.stat")
 
 
-def v1_tree(root: Path, quota_us: int | str, period_us: int | str = PERIOD_US, path: str = V1_PATH) -> Path:
-    """A cgroup v1 machine (with the v2 line of a hybrid one) whose process is in `path`; returns its cgroup."""
+V1_LAYOUTS = {
+    # systemd's: cpu and cpuacct mounted together as cpu,cpuacct, with a link of each name; cpuset apart
+    "together": "cpu,cpuacct",
+    # each controller a hierarchy of its own, with lines of their own (`3:cpuset:/`, `2:cpuacct:/elsewhere`)
+    "apart": "cpu",
+    # cpu and cpuacct mounted together at sys/fs/cgroup/cpu and nowhere else, as libcgroup's cgconfig does
+    "one-mount": "cpu",
+}
+
+
+def _v1_root(folder: Path) -> None:
+    """The root cgroup of a v1 cpu hierarchy: no quota, counters that never move."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cpu.cfs_quota_us").write_text("-1\n")
+    (folder / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
+    write_cpu_stat(folder, 1)
+
+
+def v1_tree(root: Path, quota_us: int | str, period_us: int | str = PERIOD_US, path: str = V1_PATH,
+            layout: str = "together") -> Path:
+    """A hybrid cgroup v1 machine (v2's line `0::/` too) whose process is in `path`; returns its cgroup.
+
+    The cpuset line (and, with the controllers mounted apart, the cpuacct line) comes before the cpu
+    controller's, and names another cgroup, whose folder has no quota: the quota is only in the cpu
+    controller's own cgroup."""
     mounts = root / "sys/fs/cgroup"
-    cpu = mounts / "cpu,cpuacct"
+    cpu = mounts / V1_LAYOUTS[layout]
+    _v1_root(cpu)
+    (mounts / "unified").mkdir()
+    (mounts / "cpuset").mkdir()
+    (mounts / "cpuset" / "cpuset.cpus").write_text("0-63\n")
+    if layout == "together":
+        for link in ("cpu", "cpuacct"):
+            (mounts / link).symlink_to("cpu,cpuacct")
+        lines = f"12:memory:{path}\n11:pids:{path}\n9:cpuset:/\n4:cpu,cpuacct:{path}\n1:name=systemd:{path}\n0::/\n"
+    elif layout == "apart":
+        _v1_root(cpu / "elsewhere")  # the cgroup the cpuacct line names: in the cpu hierarchy too, with no quota
+        (mounts / "cpuacct" / "elsewhere").mkdir(parents=True)
+        (mounts / "cpuacct" / "elsewhere" / "cpuacct.usage").write_text("0\n")
+        lines = f"12:memory:{path}\n11:pids:{path}\n3:cpuset:/\n2:cpuacct:/elsewhere\n1:cpu:{path}\n0::/\n"
+    else:
+        lines = f"12:memory:{path}\n11:pids:{path}\n9:cpuset:/\n4:cpu,cpuacct:{path}\n0::/\n"
     own = cpu / path.lstrip("/")
     own.mkdir(parents=True)
-    (mounts / "unified").mkdir()
-    for link in ("cpu", "cpuacct"):
-        (mounts / link).symlink_to("cpu,cpuacct")
-    (cpu / "cpu.cfs_quota_us").write_text("-1\n")
-    (cpu / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
-    write_cpu_stat(cpu, 1)
     (own / "cpu.cfs_quota_us").write_text(f"{quota_us}\n")
     (own / "cpu.cfs_period_us").write_text(f"{period_us}\n")
     write_cpu_stat(own, 1)
     (root / "proc/self").mkdir(parents=True)
-    (root / "proc/self/cgroup").write_text(
-        f"12:memory:{path}\n11:pids:{path}\n4:cpu,cpuacct:{path}\n3:cpuset:{path}\n1:name=systemd:{path}\n0::/\n")
+    (root / "proc/self/cgroup").write_text(lines)
     return own
 
 
@@ -106,6 +144,37 @@ def favour(cgroup) -> None:
         if folder is not None and (folder / name).is_file():
             with contextlib.suppress(OSError):
                 (folder / name).write_text(value)
+
+
+def own_cpu_cgroup() -> tuple[Path | None, float | None]:
+    """The folder of this process's own cgroup for the cpu controller on this machine, and its quota in CPUs.
+
+    (None, None) when it cannot be found; the quota is None when there is none, or it cannot be read."""
+    mounts = Path("/sys/fs/cgroup")
+    try:
+        hierarchies = [line.split(":", 2) for line in Path("/proc/self/cgroup").read_text().splitlines()
+                       if line.count(":") >= 2]
+    except OSError:
+        return None, None
+    folder = None
+    for _, controllers, path in hierarchies:
+        if "cpu" in controllers.split(","):
+            mount = next((m for m in (mounts / "cpu", mounts / controllers) if m.is_dir()), None)
+            folder = mount / path.lstrip("/") if mount is not None else None
+            break
+    else:
+        folder = next((mounts / path.lstrip("/") for _, controllers, path in hierarchies if controllers == ""), None)
+    if folder is None or not folder.is_dir():
+        return None, None
+    quota = None
+    with contextlib.suppress(OSError, ValueError):
+        if (folder / "cpu.max").is_file():
+            fields = (folder / "cpu.max").read_text().split()
+            quota = None if fields[0] == "max" else int(fields[0]) / int(fields[1])
+        else:
+            quota_us = int((folder / "cpu.cfs_quota_us").read_text())
+            quota = quota_us / int((folder / "cpu.cfs_period_us").read_text()) if quota_us > 0 else None
+    return folder, quota
 
 
 # --- the child, on the test's side -------------------------------------------------------------
@@ -160,7 +229,12 @@ def _finish(child: subprocess.Popen, impl: Path, seconds: float, stdin: str | No
 
 
 def run_cases(kata, cases: list[dict], python_cpu_count: str | None, seconds: float) -> list[dict]:
-    """Each case {"root", "affinity" (a CPU number or None), "executor" (bool)} in one fresh process."""
+    """Each case {"root", "affinity" (a CPU number or None), "executor" (bool), "environ"
+    (variables set in os.environ for this case's call only; None unsets one)} in one fresh process.
+
+    Each result has "affinity" (the CPUs the process could run on), "cpus" or "error" (and "lines"),
+    "read" (the files the code opened: {"path", "inside" root, "missing"}), and with "executor",
+    "workers" and "threads"."""
     impl = _impl(kata)
     child = subprocess.Popen(
         [sys.executable, __file__, "cases", str(impl), str(seconds)], stdin=subprocess.PIPE,
@@ -177,12 +251,13 @@ def _die_with_parent():
 class Live:
     """One run of the service's start-up and of `lagmon.watch(seconds)` in a fresh process, started at once.
 
-    In `cgroup` (a containers.Cgroup) when given: the script reads that cgroup's cpu.stat around the watch."""
+    In `cgroup` (a containers.Cgroup) when given: the script reads that cgroup's cpu.stat around the watch
+    (without one, the cpu.stat file `stat` names, if any)."""
 
-    def __init__(self, kata, seconds: float, deadline: float, cgroup=None, busy: bool = True):
+    def __init__(self, kata, seconds: float, deadline: float, cgroup=None, busy: bool = True, stat: str = ""):
         self.impl = _impl(kata)
         self.deadline = deadline
-        stat = str(cgroup.dirs["cpu"] / "cpu.stat") if cgroup is not None else ""
+        stat = str(cgroup.dirs["cpu"] / "cpu.stat") if cgroup is not None else stat
         argv = [sys.executable, __file__, "live", str(self.impl), str(deadline), str(seconds), stat, str(int(busy))]
         if cgroup is not None:
             argv = cgroup.command(argv)
@@ -237,20 +312,64 @@ def _threads_started(loop: asyncio.AbstractEventLoop) -> int:
         gate.set()
 
 
+_opened: list[str] | None = None  # while a case runs: every path the code under test opens
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and _opened is not None and args:
+        with contextlib.suppress(Exception):  # an error here would be raised in the code under test
+            if isinstance(args[0], (str, bytes, os.PathLike)):
+                _opened.append(os.fsdecode(os.fspath(args[0])))
+
+
+def _reads(paths: list[str], root: Path, impl: Path) -> list[dict]:
+    """The files the code opened, but Python's own and its package's: under `root` as relative paths."""
+    base = os.path.normpath(root)
+    skip = tuple({os.path.normpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, str(impl))})
+    out: list[dict] = []
+    for raw in paths:
+        full = os.path.normpath(os.path.join(os.getcwd(), raw))
+        if full.endswith((".py", ".pyc", ".so", ".pth")) or full.startswith(skip):
+            continue
+        inside = full.startswith(base + os.sep)
+        seen = {"path": os.path.relpath(full, base) if inside else full, "inside": inside,
+                "missing": not os.path.exists(full)}
+        if seen not in out:
+            out.append(seen)
+    return out[:8]
+
+
+def _set_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 def _cases(impl: Path, deadline: float) -> dict:
+    global _opened
     runtime, _ = _load(impl)
+    sys.addaudithook(_audit)
     results = []
     mask = os.sched_getaffinity(0)
     for case in json.loads(sys.stdin.read()):
         root, result = Path(case["root"]), {}
+        saved = {name: os.environ.get(name) for name in case.get("environ", {})}
         try:
             if case.get("affinity") is not None:
                 os.sched_setaffinity(0, {case["affinity"]})
             result["affinity"] = len(os.sched_getaffinity(0))
+            for name, value in case.get("environ", {}).items():
+                _set_env(name, value)
+            _opened, raised = [], None
             try:
                 result["cpus"] = runtime.effective_cpus(root)
             except Exception as exc:  # noqa: BLE001 - the learner's error is the verdict
-                result.update(_raised(exc, impl))
+                raised = exc
+            finally:
+                result["read"], _opened = _reads(_opened, root, impl), None
+            if raised is not None:
+                result.update(_raised(raised, impl))
             if case.get("executor") and "error" not in result:
                 try:
                     result["workers"] = runtime.sizing(root).workers
@@ -264,7 +383,10 @@ def _cases(impl: Path, deadline: float) -> dict:
                 except Exception as exc:  # noqa: BLE001
                     result.update(_raised(exc, impl))
         finally:
+            _opened = None
             os.sched_setaffinity(0, mask)
+            for name, value in saved.items():
+                _set_env(name, value)
         results.append(result)
     return {"results": results}
 

@@ -73,7 +73,7 @@ def cpu_quota(root: Path = Path("/")) -> float | None:
 
 
 def _python_cpu_count() -> int | None:
-    """PYTHON_CPU_COUNT, as Python 3.13 reads it: a number of CPUs, or unset ("default" or empty)."""
+    """PYTHON_CPU_COUNT, as Python 3.13 reads it: a number of CPUs, or no limit ("default", empty, or a word)."""
     value = os.environ.get("PYTHON_CPU_COUNT", "").strip()
     return int(value) if value.isdigit() and int(value) > 0 else None
 

@@ -1,2 +1,2 @@
-"""Variant: PYTHON_CPU_COUNT, when set, is the answer; otherwise the smaller of the affinity and the quota.
+"""Variant: PYTHON_CPU_COUNT read first, with the affinity; at 1 CPU the cgroup's files are not read at all.
 """

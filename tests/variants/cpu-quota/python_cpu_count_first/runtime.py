@@ -74,7 +74,7 @@ def cpu_quota(root: Path = Path("/")) -> float | None:
 
 
 def _python_cpu_count() -> int | None:
-    """PYTHON_CPU_COUNT, as Python 3.13 reads it: a number of CPUs, or unset ("default" or empty)."""
+    """PYTHON_CPU_COUNT, as Python 3.13 reads it: a number of CPUs, or no limit ("default", empty, or a word)."""
     value = os.environ.get("PYTHON_CPU_COUNT", "").strip()
     return int(value) if value.isdigit() and int(value) > 0 else None
 
@@ -89,10 +89,13 @@ def effective_cpus(root: Path = Path("/")) -> int:
     """The number of CPUs this process may use (files are read under `root`).
 
     The smallest of its CPU affinity, its cgroup's quota rounded up, and PYTHON_CPU_COUNT; at least 1."""
+    cpus = _affinity()
     override = _python_cpu_count()
-    if override is not None:  # the operator's word is final, as Python 3.13 takes it
-        return override
-    limits = [_affinity()]
+    if override is not None:
+        cpus = min(cpus, override)
+        if cpus == 1:  # nothing can make it smaller: the cgroup's files need not be read
+            return 1
+    limits = [cpus]
     quota = cpu_quota(root)
     if quota is not None:
         limits.append(math.ceil(quota))
