@@ -22,9 +22,20 @@ With `pressure_after`, memory is also taken elsewhere in the container: a
 second process in the same cgroup (as a helper the worker starts, or a log
 shipper, would be) takes 1 MiB for every `pressure_every` records the feed
 sends once it has sent `pressure_after`. It grows only as the worker reads, so
-a worker that the machine's load slows down meets it no sooner; it never gives
-its memory back, and the kernel's OOM killer may not pick it
-(oom_score_adj -1000).
+a worker that the machine's load slows down meets it no sooner.
+
+With `quiet_after`, the feed sends that many records and then nothing more
+(the connection stays open), and the second process grows by itself: at once
+to `quiet_from` of the limit (the cgroup's own usage, read as the worker reads
+it), then 1 MiB every `quiet_every` seconds, until the worker's process is gone
+(a pipe only the worker holds reaches its end: no polling of the test's).
+A worker whose guard looks only when a record arrives never looks again; one
+that looks once a second looks after the limit has been passed.
+
+The second process never gives its memory back. It asks the kernel not to
+pick it for the OOM killer (oom_score_adj -1000), which needs CAP_SYS_RESOURCE
+and is refused where root lacks it: the kernel may then kill it instead of the
+worker, and the outcome says which process died (both exit statuses).
 
 Everything is decided from what happened: the worker's exit status, its
 checkpoint file (written by its `finally`), the cgroup's oom_kill counter and
@@ -65,22 +76,39 @@ ingest = importlib.import_module("memory_guard_worker.ingest")
 sys.exit(ingest.main(sys.argv[2:]))
 """
 
-# The other process in the container: 1 MiB (written, so the pages are really taken) per byte on stdin.
+# The other process in the container: 1 MiB (written, so the pages are really taken) per "+" on stdin; on "g",
+# it grows by itself (argv: the usage file, the usage to reach at once, the seconds between two MiB, the fd of
+# the pipe that ends with the worker). It writes "+" on stdout for every MiB it holds.
 PRESSURE = """\
-import sys
+import os, select, sys
 try:
     with open("/proc/self/oom_score_adj", "w") as f:
         f.write("-1000")
 except OSError:
     pass
+usage_file, jump_to, every, gone = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 held = []
-sys.stdout.write("ready\\n")
-sys.stdout.flush()
+def take():
+    held.append(b"m" * (1 << 20))
+    os.write(1, b"+")
+def usage():
+    try:
+        with open(usage_file) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 0
+os.write(1, b"ready\\n")
 while True:
     got = sys.stdin.buffer.read(1)
     if not got:
         break
-    held.append(b"m" * (1 << 20))
+    if got == b"+":
+        take()
+    elif got == b"g":
+        while usage() < jump_to and not select.select([gone], [], [], 0)[0]:
+            take()
+        while not select.select([gone], [], [], every)[0]:
+            take()
 """
 
 
@@ -95,8 +123,13 @@ class Outcome:
     peak: int  # the most memory the container held, in bytes (the fallback: resident memory)
     log: str  # what the worker printed
     pressure_mib: int = 0  # MiB the other process took
-    pressure_status: int | None = None  # its exit status (None: alive until the end)
+    pressure_status: int | None = None  # its exit status (None: alive until the end; -9: the kernel killed it)
     deadline: float = 0.0
+    quiet_after: int | None = None  # records the feed sent before it went quiet (None: it never did)
+
+    @property
+    def pressure_killed(self) -> bool:
+        return self.pressure_status == -signal.SIGKILL
 
     @property
     def killed(self) -> bool:
@@ -110,8 +143,8 @@ class Outcome:
 class Feed:
     """GET /feed on 127.0.0.1: a 200 whose body is `records` records (None: endless), then the end of the stream."""
 
-    def __init__(self, records: int | None, on_sent=None):
-        self.records, self.on_sent = records, on_sent
+    def __init__(self, records: int | None, on_sent=None, hold: bool = False):
+        self.records, self.on_sent, self.hold = records, on_sent, hold
         self.sent = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.settimeout(0.05)
@@ -149,6 +182,9 @@ class Feed:
                 self.sent += 1
                 if self.on_sent is not None:
                     self.on_sent(self.sent)
+            if self.hold:  # quiet: nothing more, and no end either, until the test stops
+                self.stopping.wait()
+                return
             conn.shutdown(socket.SHUT_WR)  # the end of the feed
         except OSError:
             pass  # the worker went away, or the test stopped the feed
@@ -204,6 +240,15 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
+def _close(fds: set, *which: int) -> None:
+    """Closes `which` (all of `fds` if none) once each: a number closed twice may be another file's by then."""
+    for fd in which or tuple(fds):
+        if fd in fds:
+            fds.discard(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 def real_here() -> bool:
     return containers.missing(containers.MEMORY_LIMIT) == ""
 
@@ -219,7 +264,8 @@ def _usage(group: containers.Cgroup) -> int:
 
 def run(impl: Path, folder: Path, *, limit: int, records: int | None, handle_seconds: float, deadline: float,
         pressure_after: int | None = None, pressure_every: int = 8, program: str = WORKER,
-        extra: tuple[str, ...] = (), samples: list | None = None, every: float = 0.01) -> Outcome:
+        extra: tuple[str, ...] = (), samples: list | None = None, every: float = 0.01,
+        quiet_after: int | None = None, quiet_from: float = 0.75, quiet_every: float = 0.01) -> Outcome:
     """The worker at `impl` under a memory limit of `limit` bytes, fed until it stops; what happened.
 
     `program` and `extra`: another program to run the same way (notebook 16's toy worker), and
@@ -231,34 +277,46 @@ def run(impl: Path, folder: Path, *, limit: int, records: int | None, handle_sec
     with contextlib.ExitStack() as stack:
         group = stack.enter_context(containers.Cgroup(memory_bytes=limit)) if real else None
         root = Path("/") if real else fake_root(folder, limit)
-        pressure = None
-        taken = [0]
-        if pressure_after is not None:
-            argv = [sys.executable, "-I", "-S", "-c", PRESSURE]
-            pressure = subprocess.Popen(group.command(argv) if real else argv, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
-            stack.callback(_kill_group, pressure)
-            pressure.stdout.readline()  # "ready": its interpreter is in the container before the worker measures anything
-
-        def on_sent(sent: int) -> None:
-            if pressure is not None and sent > pressure_after and (sent - pressure_after) % pressure_every == 0:
-                with contextlib.suppress(OSError, ValueError):
-                    pressure.stdin.write(b"+")
-                    pressure.stdin.flush()
-                    taken[0] += 1
-
-        feed = Feed(records, on_sent)
-        stack.callback(feed.stop)
         usage_file = (group.dirs["memory"] / ("memory.current" if group.version == 2 else "memory.usage_in_bytes")
                       if real else root / "sys" / "fs" / "cgroup" / "memory.current")
+        pressure = None
+        gone_r, gone_w = os.pipe()  # its end is the worker's: only the worker holds the write end
+        fds = {gone_r, gone_w}
+        stack.callback(_close, fds)
+        if pressure_after is not None or quiet_after is not None:
+            argv = [sys.executable, "-I", "-S", "-c", PRESSURE, str(usage_file), str(int(limit * quiet_from)),
+                    f"{quiet_every:g}", str(gone_r)]
+            pressure = subprocess.Popen(group.command(argv) if real else argv, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+                                        pass_fds=(gone_r,))
+            stack.callback(_kill_group, pressure)
+            pressure.stdout.readline()  # "ready": its interpreter is in the container before the worker measures anything
+        _close(fds, gone_r)
+
+        def tell(what: bytes) -> None:
+            with contextlib.suppress(OSError, ValueError):
+                pressure.stdin.write(what)
+                pressure.stdin.flush()
+
+        def on_sent(sent: int) -> None:
+            if pressure is None:
+                return
+            if pressure_after is not None and sent > pressure_after and (sent - pressure_after) % pressure_every == 0:
+                tell(b"+")
+            if sent == quiet_after:
+                tell(b"g")
+
+        feed = Feed(quiet_after if quiet_after is not None else records, on_sent, hold=quiet_after is not None)
+        stack.callback(feed.stop)
         argv = [sys.executable, "-c", program, str(impl), "--feed", f"127.0.0.1:{feed.port}",
                 "--checkpoint", str(checkpoint), "--handle-seconds", f"{handle_seconds:g}", "--cgroup-root", str(root),
                 *(a.replace("{usage}", str(usage_file)) for a in extra)]
         command = group.command(argv) if real else containers.address_space_limit(argv, limit + AS_ROOM)
         log = stack.enter_context(open(log_path, "wb"))
         worker = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+                                  start_new_session=True, pass_fds=(gone_w,))
         stack.callback(_kill_group, worker)
+        _close(fds, gone_w)
         started = time.monotonic()
         ends = started + deadline
         oom_kills, peak = 0, 0
@@ -282,20 +340,34 @@ def run(impl: Path, folder: Path, *, limit: int, records: int | None, handle_sec
                     oom_kills = 1
                     break
             time.sleep(every)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            worker.wait(2 if oom_kills else 0.001)
+        if oom_kills:  # the kernel killed someone: the worker, or the other process (then the worker lives on)
+            settle = time.monotonic() + 2
+            while (worker.poll() is None and time.monotonic() < settle
+                   and (pressure is None or pressure.poll() is None)):
+                time.sleep(0.01)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.wait(0.05)
         status = worker.poll()
         if real:
             stats = group.stats()
             oom_kills, peak = stats.get("oom_kill", 0), stats.get("peak_bytes", 0)
+        pressure_status, pressure_mib = None, 0
         if pressure is not None:
+            if oom_kills and worker.poll() is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    pressure.wait(0.2)  # the kernel may have picked both
+            pressure_status = pressure.poll()  # before the test ends it: None, or the kernel's SIGKILL
             with contextlib.suppress(OSError):
-                pressure.stdin.close()
-        pressure_status = pressure.poll() if pressure is not None else None
+                pressure.stdin.close()  # it stops growing, and exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                pressure.wait(2)
+            _kill_group(pressure)
+            pressure_mib = pressure.stdout.read().count(b"+")
     text = log_path.read_bytes().decode(errors="replace")
     try:
         saved = json.loads(checkpoint.read_text())
     except (OSError, ValueError):
         saved = None
     return Outcome(real=real, limit=limit, status=status, oom_kills=oom_kills, checkpoint=saved, sent=feed.sent,
-                   peak=peak, log=text, pressure_mib=taken[0], pressure_status=pressure_status, deadline=deadline)
+                   peak=peak, log=text, pressure_mib=pressure_mib, pressure_status=pressure_status, deadline=deadline,
+                   quiet_after=quiet_after)
