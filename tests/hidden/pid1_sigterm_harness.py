@@ -157,8 +157,8 @@ def stop_container(kata_dir: Path, work: Path) -> Stop:
     with containers.Pid1(argv, real=real, env=env, cwd=kata_dir,
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as pid1:
         def read() -> None:
-            for raw in pid1.process.stdout:
-                lines.put(raw.decode(errors="replace").rstrip("\n"))
+            for raw in pid1.process.stdout:  # the state folder is the test's own: shown as the variable names it
+                lines.put(raw.decode(errors="replace").rstrip("\n").replace(str(state), "$EXPORT_STATE"))
             lines.put(None)
         threading.Thread(target=read, daemon=True).start()
 
