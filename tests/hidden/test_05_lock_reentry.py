@@ -384,6 +384,86 @@ def test_two_processes_of_two_threads_lose_no_update(kata, tmp_path):
     )
 
 
+def file_locks_held() -> set:
+    """The file locks this process holds now, granted ones only (Linux /proc/locks; None if unknown).
+
+    An flock or lockf lock belongs to the process, whichever file it is on, so the test
+    does not need to know where the learner keeps the lock file."""
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    pid, held = str(os.getpid()), set()
+    for line in table.splitlines():
+        fields = line.split()
+        if "->" not in fields and len(fields) >= 6 and fields[4] == pid:
+            held.add((fields[1], fields[5]))  # (FLOCK or POSIX, device:inode)
+    return held
+
+
+def test_the_file_lock_is_held_while_a_second_thread_writes(kata, tmp_path):
+    """while a second thread of one worker writes the document, other processes stay locked out"""
+    (store, watch), path = watched_store(kata, tmp_path), tmp_path / "rules.json"
+    bounded_store_call(watch, store.update, path, bump,
+                       what="store.update(), called directly once before two threads call it,")
+    idle = file_locks_held()
+    first_inside, second_asked, first_done = threading.Event(), threading.Event(), threading.Event()
+    seen, errors = {}, []
+
+    def first_change(doc):  # holds the first thread inside its read-modify-write until the second one waits
+        seen["first"] = file_locks_held()
+        first_inside.set()
+        second_asked.wait(hang_after())
+        bump(doc)
+
+    def second_change(doc):
+        first_done.wait(hang_after())  # the first thread has left update() and let go of all it had
+        seen["second"] = file_locks_held()
+        bump(doc)
+
+    def call(change, done=None):
+        try:
+            store.update(path, change)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+        finally:
+            if done is not None:
+                done.set()
+
+    first = threading.Thread(target=call, args=(first_change, first_done), name="first writer", daemon=True)
+    second = threading.Thread(target=call, args=(second_change,), name="second writer", daemon=True)
+    with audited_by(watch):
+        first.start()
+        if not first_inside.wait(hang_after()) and first.is_alive():
+            raise Hang("store.update(), called directly on one thread,", hang_after(), stuck_lines([first]))
+        second.start()
+        # The second thread has asked for a lock once it sits still on a line that takes one,
+        # counted in polls: a busy machine cannot make it look as if it waited.
+        deadline = time.monotonic() + hang_after()
+        while second.is_alive() and "second" not in seen and not blocked_on_a_lock(second):
+            if time.monotonic() > deadline:
+                break
+        second_asked.set()
+        deadline = time.monotonic() + hang_after()
+        for t in (first, second):
+            t.join(max(deadline - time.monotonic(), 0))
+    stuck = [t for t in (first, second) if t.is_alive()]
+    if stuck:
+        raise Hang("two threads each calling store.update() directly once,", hang_after(),
+                   stuck_lines(stuck) or "\n".join(watch.deadlocks))
+    if errors:
+        raise errors[0]
+    if idle is None or not seen.get("first") or "second" not in seen:
+        return  # no file lock this test can see (not Linux, or another kind of lock): the process tests judge
+    assert seen["second"] - idle, (
+        "expected the file lock to stay held while a second thread of the same worker process writes the "
+        "document (the first thread was held inside its store.update() until the second one waited for the "
+        "lock), but this process held no file lock then: the first thread let go of it on its way out while "
+        "the second was already inside, so another worker process could write at the same time and one of "
+        "the two updates would be lost"
+    )
+
+
 # --- the service -------------------------------------------------------------
 
 # The tests speak plain HTTP to 127.0.0.1: a TLS context that loads no CA
