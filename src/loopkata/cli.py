@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .grading import runner
 from .grading.report import render_text
+from .guard import wrapper as guard_wrapper
 from .learner import backups, export, hints, progress
 from .model import catalogue
 from .model.paths import display_path
@@ -69,7 +70,7 @@ def _check_once(kata: catalogue.Kata, impl, as_json: bool) -> runner.CheckResult
         if result.passed:
             print(f"\nSolved. Compare with the reference fix: loopkata solution {kata.id}")
         elif result.verdict == runner.NOT_HERE:
-            print(f"\nNot solved: this machine could not run every test. Nothing failed on what it could run.")
+            print("\nNot solved: this machine could not run every test. Nothing failed on what it could run.")
         elif result.verdict != runner.ERROR:
             print(f"\nStuck? loopkata hint {kata.id}")
     if problem:
@@ -372,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--select", help="only these rules, comma-separated (LK01,LK04; a prefix like LK0 works)")
     s.add_argument("--ignore", help="skip these rules, comma-separated")
     s.set_defaults(func=cmd_scan)
+    guard_wrapper.add_parser(sub)
     workshop.add_parser(sub)
     return p
 

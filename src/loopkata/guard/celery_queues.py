@@ -1,0 +1,89 @@
+"""LG09: a Celery task sent to a queue that none of the workers seen during the test consumes.
+
+A routed task whose queue has no consumer is accepted, gets an id and stays
+PENDING for good; nothing logs anything. The guard records each task sent in
+this process (its queue, and the line that sent it) and each worker that
+became ready, here or in a guarded child process (a worker started from a
+deploy file's command line, say), with the queues it consumes. At the end of a
+test that saw at least one worker, every queue sent to and consumed by none is
+a finding. A test that saw no worker is not judged: its tasks may be meant for
+workers elsewhere.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from . import sites
+from .findings import Collector, Finding
+
+
+class CeleryQueues:
+    def __init__(self, collector: Collector, share: Path | None):
+        self.collector, self.share = collector, share
+        self.sent: list[tuple[str, str, list[str]]] = []  # (queue, task name, sent at)
+        self.workers: list[dict] = []  # {"queues": [...], "command": "..."}
+        self._handlers = []
+
+    def install(self) -> None:
+        try:
+            from celery import signals
+        except ImportError:
+            return
+        signals.before_task_publish.connect(self._published, weak=False)
+        signals.worker_ready.connect(self._worker_ready, weak=False)
+        self._handlers = [(signals.before_task_publish, self._published), (signals.worker_ready, self._worker_ready)]
+
+    def remove(self) -> None:
+        for signal, handler in self._handlers:
+            signal.disconnect(handler)
+
+    def _published(self, sender=None, body=None, exchange=None, routing_key=None, headers=None,
+                   declare=None, **kwargs) -> None:
+        names = [getattr(q, "name", None) for q in (declare or ())]
+        queue = next((n for n in names if n), None) or routing_key or "celery"
+        task = (headers or {}).get("task") or str(sender)
+        where = sites.made_at(2)
+        self.sent.append((queue, task, where))
+        if self.share is not None:  # a guarded child: the parent judges
+            with open(self.share / f"sent-{os.getpid()}.jsonl", "a", encoding="utf-8") as out:
+                out.write(json.dumps({"queue": queue, "task": task, "where": where}) + "\n")
+
+    def _worker_ready(self, sender=None, **kwargs) -> None:
+        try:
+            queues = sorted(q.name for q in sender.task_consumer.queues)
+        except Exception:  # noqa: BLE001 - another Celery's consumer: read the app's list instead
+            try:
+                queues = sorted(sender.app.amqp.queues.consume_from)
+            except Exception:  # noqa: BLE001 - nothing to judge by
+                return
+        seen = {"queues": queues, "command": shlex.join(sys.argv), "pid": os.getpid()}
+        self.workers.append(seen)
+        if self.share is not None:  # a guarded child: tell the parent at once, not at exit (a worker is often killed)
+            path = self.share / f"worker-{os.getpid()}.json"
+            path.write_text(json.dumps(seen))
+
+    def judge(self, test: str, child_workers: list[dict], child_sent: list[dict]) -> list[Finding]:
+        """LG09 for what this process and its guarded children sent, and the workers seen, since the last call."""
+        sent = self.sent + [(s["queue"], s["task"], s["where"]) for s in child_sent]
+        workers = self.workers + child_workers
+        self.sent, self.workers = [], []
+        if not sent or not workers:
+            return []
+        consumed = {q for w in workers for q in w["queues"]}
+        findings = []
+        for queue in sorted({q for q, _, _ in sent} - consumed):
+            tasks = [(t, where) for q, t, where in sent if q == queue]
+            names = sorted({t for t, _ in tasks})
+            shown = "; ".join(f"`{w['command']}` consumes {', '.join(map(repr, w['queues']))}" for w in workers[:3])
+            findings.append(Finding(
+                "LG09",
+                f"{len(tasks)} task{'s' if len(tasks) > 1 else ''} ({', '.join(names[:3])}) sent to queue {queue!r}, "
+                f"which none of the {len(workers)} worker{'s' if len(workers) > 1 else ''} seen during the test "
+                f"consumes: {shown}. They stay PENDING for good",
+                where=tasks[0][1], details=[f"worker: {w['command']} (queues {w['queues']})" for w in workers],
+                test=test))
+        return findings

@@ -1,0 +1,89 @@
+"""Where in the team's code something happened: the frames that are neither Python's own library nor the guard's.
+
+Installed packages (site-packages) are passed over too when a frame of the
+team's own code is further out: "the line that made it" is the team's line
+that called aiohttp, not aiohttp's line that called asyncio.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import types
+
+_STDLIB = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
+_GUARD = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_INSTALLED = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+_BUILTIN = ("<frozen ", "<string>")
+_ENVIRONMENT = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix)})  # a venv's bin/pytest
+
+Frame = tuple[str, int, str]  # (file, line, function)
+
+_kinds: dict[str, int] = {}  # filename -> 0 the team's, 1 installed package, 2 Python's or the guard's
+
+
+def _kind(filename: str) -> int:
+    kind = _kinds.get(filename)
+    if kind is None:
+        real = os.path.realpath(filename) if not filename.startswith("<") else filename
+        if real.startswith(_GUARD) or real.startswith(_STDLIB) or filename.startswith(_BUILTIN):
+            kind = 2
+        elif any(part in real for part in _INSTALLED) or real.startswith(_ENVIRONMENT):
+            kind = 1
+        else:
+            kind = 0
+        _kinds[filename] = kind
+    return kind
+
+
+def frames_of(frame: types.FrameType | None, depth: int = 40) -> list[Frame]:
+    """`frame` and its callers, innermost first, at most `depth` of them."""
+    out = []
+    while frame is not None and len(out) < depth:
+        out.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+        frame = frame.f_back
+    return out
+
+
+def here(skip: int = 1, depth: int = 40) -> list[Frame]:
+    """The caller's stack, innermost first (skipping `skip` frames of the guard's own)."""
+    return frames_of(sys._getframe(skip + 1), depth)
+
+
+def ours(frames: list[Frame], limit: int = 3) -> list[Frame]:
+    """Of `frames` (innermost first), the innermost `limit` of the team's own; else of installed packages;
+    else whatever there is outside Python and the guard."""
+    for wanted in (0, 1):
+        picked = [f for f in frames if _kind(f[0]) == wanted]
+        if picked:
+            return picked[:limit]
+    return [f for f in frames if not f[0].startswith(_GUARD)][:limit]
+
+
+def show(frame: Frame) -> str:
+    file, line, func = frame
+    try:
+        rel = os.path.relpath(file)
+        file = rel if not rel.startswith("..") else file
+    except ValueError:
+        pass
+    return f"{file}:{line} in {func}"
+
+
+def made_at(skip: int = 1, limit: int = 3) -> list[str]:
+    """'file:line in function' of the team's lines that led here, innermost first."""
+    return [show(f) for f in ours(here(skip + 1), limit)]
+
+
+def raised_at(exc: BaseException) -> list[str]:
+    """'raised at file:line in function' for the team's lines in `exc`'s traceback, innermost first."""
+    tb, frames = exc.__traceback__, []
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
+    return [f"raised at {show(f)}" for f in ours(list(reversed(frames)))]
+
+
+def is_pythons_own(filename: str) -> bool:
+    """Is `filename` Python's own library (or the guard)?"""
+    return _kind(filename) == 2

@@ -1,0 +1,112 @@
+"""LG06, the other half: an exception returned by gather(return_exceptions=True), then logged without its traceback.
+
+The guard remembers the exceptions a gather returned, and watches every log
+call (Logger._log, which every level's method goes through). A call that names
+one of them (the exception itself, its type, its type's name or its message
+among the arguments) without attaching it as exc_info is the finding: the log
+says that something failed and drops where. A call that attaches it settles it.
+An exception that no log call names is not reported: a caller may re-raise it,
+count it or answer with it, and the guard cannot see which.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+from asyncio import tasks
+from collections import OrderedDict
+
+from . import sites
+from .findings import Collector, Finding
+from .patches import Patches
+
+KEPT = 256  # exceptions remembered at most, the newest
+
+
+class Swallowed:
+    def __init__(self, collector: Collector, patches: Patches):
+        self.collector, self.patches = collector, patches
+        self.watched: OrderedDict[int, tuple[BaseException, str]] = OrderedDict()  # id -> (exc, gather's line)
+        self._lock = threading.Lock()
+
+    def install(self) -> None:
+        self.patches.replace(tasks, "gather", self._gather)
+        self.patches.replace(asyncio, "gather", lambda _original: tasks.gather)
+        self.patches.replace(logging.Logger, "_log", self._log)
+
+    def forget(self) -> None:
+        with self._lock:
+            self.watched.clear()
+
+    def _gather(self, original):
+        watch = self._watch
+
+        def gather(*aws, return_exceptions=False, **kwargs):
+            future = original(*aws, return_exceptions=return_exceptions, **kwargs)
+            if return_exceptions:
+                where = sites.made_at(1)
+                future.add_done_callback(lambda f: watch(f, where[0] if where else ""))
+            return future
+        gather.__doc__ = original.__doc__
+        return gather
+
+    def _watch(self, future, where: str) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        for outcome in future.result():
+            if isinstance(outcome, BaseException):
+                with self._lock:
+                    self.watched[id(outcome)] = (outcome, where)
+                    while len(self.watched) > KEPT:
+                        self.watched.popitem(last=False)
+
+    def _log(self, original):
+        guard = self
+
+        def _log(logger, level, msg, args, exc_info=None, *rest, **kwargs):
+            if guard.watched:
+                guard._seen(msg, args, exc_info)
+            return original(logger, level, msg, args, exc_info, *rest, **kwargs)
+        return _log
+
+    def _seen(self, msg, args, exc_info) -> None:
+        attached = exc_info
+        if attached is True:
+            attached = sys.exc_info()[1]
+        elif isinstance(attached, tuple):
+            attached = attached[1] if len(attached) > 1 else None
+        with self._lock:
+            if isinstance(attached, BaseException) and id(attached) in self.watched:
+                del self.watched[id(attached)]
+                return
+            values = args.values() if isinstance(args, dict) else (args if isinstance(args, tuple) else (args,))
+            named = None
+            for key, (exc, where) in self.watched.items():
+                if any(_names(v, exc) for v in values) or (not values and _mentions(msg, exc)):
+                    named = key, exc, where
+                    break
+            if named is None:
+                return
+            del self.watched[named[0]]
+        _, exc, where = named
+        logged_at = sites.made_at(3)
+        self.collector.add(Finding(
+            "LG06",
+            f"{type(exc).__name__} returned by gather(return_exceptions=True) at {where or 'a gather'} is logged "
+            f"here without its traceback: the log says {type(exc).__name__} and drops where it was raised "
+            "(pass exc_info=the exception)",
+            where=logged_at, details=[f"gathered at {where}"] + sites.raised_at(exc)))
+
+
+def _names(value, exc) -> bool:
+    if value is exc or value is type(exc):
+        return True
+    if isinstance(value, str):
+        return value == type(exc).__name__ or (bool(str(exc)) and value == str(exc))
+    return False
+
+
+def _mentions(msg, exc) -> bool:
+    """A message formatted before the call (an f-string) that names the exception."""
+    return isinstance(msg, str) and (type(exc).__name__ in msg or (len(str(exc)) > 3 and str(exc) in msg))
