@@ -25,17 +25,24 @@ class CeleryQueues:
     def __init__(self, collector: Collector, share: Path | None):
         self.collector, self.share = collector, share
         self.sent: list[tuple[str, str, list[str]]] = []  # (queue, task name, sent at)
-        self.workers: list[dict] = []  # {"queues": [...], "command": "..."}
+        self.workers: dict[int, dict] = {}  # id(consumer) -> {"queues": [...], "command": "..."}, while it runs
+        self.children: dict[int, dict] = {}  # pid -> the same, for workers in guarded child processes
+        self.recent: list[dict] = []  # every worker that became ready since the last judgement, stopped or not
         self._handlers = []
 
     def install(self) -> None:
-        try:
+        try:  # optional: without Celery there is nothing to watch (start_worker() has signals of its own)
             from celery import signals
+            from celery.contrib.testing import worker as test_worker
         except ImportError:
             return
-        signals.before_task_publish.connect(self._published, weak=False)
-        signals.worker_ready.connect(self._worker_ready, weak=False)
-        self._handlers = [(signals.before_task_publish, self._published), (signals.worker_ready, self._worker_ready)]
+
+        self._handlers = [(signals.before_task_publish, self._published), (signals.worker_ready, self._worker_ready),
+                          (signals.worker_shutdown, self._worker_gone),
+                          (test_worker.test_worker_started, self._test_worker_ready),
+                          (test_worker.test_worker_stopped, self._test_worker_gone)]
+        for signal, handler in self._handlers:
+            signal.connect(handler, weak=False)
 
     def remove(self) -> None:
         for signal, handler in self._handlers:
@@ -52,7 +59,16 @@ class CeleryQueues:
             with open(self.share / f"sent-{os.getpid()}.jsonl", "a", encoding="utf-8") as out:
                 out.write(json.dumps({"queue": queue, "task": task, "where": where}) + "\n")
 
-    def _worker_ready(self, sender=None, **kwargs) -> None:
+    def _test_worker_ready(self, sender=None, worker=None, consumer=None, **kwargs) -> None:
+        self._worker_ready(sender=consumer, command="start_worker() in this process")
+
+    def _test_worker_gone(self, sender=None, worker=None, **kwargs) -> None:
+        self.workers.clear()  # start_worker() runs one worker at a time
+
+    def _worker_gone(self, sender=None, **kwargs) -> None:
+        self.workers.clear()
+
+    def _worker_ready(self, sender=None, command=None, **kwargs) -> None:
         try:
             queues = sorted(q.name for q in sender.task_consumer.queues)
         except Exception:  # noqa: BLE001 - another Celery's consumer: read the app's list instead
@@ -60,8 +76,9 @@ class CeleryQueues:
                 queues = sorted(sender.app.amqp.queues.consume_from)
             except Exception:  # noqa: BLE001 - nothing to judge by
                 return
-        seen = {"queues": queues, "command": shlex.join(sys.argv), "pid": os.getpid()}
-        self.workers.append(seen)
+        seen = {"queues": queues, "command": command or shlex.join(sys.argv), "pid": os.getpid()}
+        self.workers[id(sender)] = seen
+        self.recent.append(seen)
         if self.share is not None:  # a guarded child: tell the parent at once, not at exit (a worker is often killed)
             path = self.share / f"worker-{os.getpid()}.json"
             path.write_text(json.dumps(seen))
@@ -69,8 +86,15 @@ class CeleryQueues:
     def judge(self, test: str, child_workers: list[dict], child_sent: list[dict]) -> list[Finding]:
         """LG09 for what this process and its guarded children sent, and the workers seen, since the last call."""
         sent = self.sent + [(s["queue"], s["task"], s["where"]) for s in child_sent]
-        workers = self.workers + child_workers
-        self.sent, self.workers = [], []
+        self.sent = []
+        for w in child_workers:
+            self.children[w["pid"]] = w
+        for pid in list(self.children):
+            if not _alive(pid):
+                del self.children[pid]
+        workers = list({id(w): w for w in [*self.recent, *self.workers.values(), *child_workers,
+                                           *self.children.values()]}.values())
+        self.recent = []
         if not sent or not workers:
             return []
         consumed = {q for w in workers for q in w["queues"]}
@@ -87,3 +111,13 @@ class CeleryQueues:
                 where=tasks[0][1], details=[f"worker: {w['command']} (queues {w['queues']})" for w in workers],
                 test=test))
         return findings
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

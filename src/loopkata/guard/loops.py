@@ -9,7 +9,7 @@ import gc
 import sys
 import threading
 import weakref
-from asyncio import base_events
+from asyncio import base_events, selector_events
 from dataclasses import dataclass
 
 from . import chains, sites
@@ -33,7 +33,7 @@ class Loops:
         self.count = 0
         self.infos: dict[int, LoopInfo] = {}  # number -> info, while the loop is alive
         self.charging = True  # False while a fixture wider than one test runs
-        self.on_new: list = []  # callables(loop, info), e.g. the blocked-loop monitor's
+        self.on_new: list = []  # callables(loop, info) for each selector loop, once its selector is set
 
     def install(self) -> None:
         sys.set_coroutine_origin_tracking_depth(ORIGIN_DEPTH)
@@ -56,7 +56,17 @@ class Loops:
                 return original(self, *args, **kwargs)
             return __del__
 
+        def selector_init(original):
+            def __init__(self, *args, **kwargs):
+                original(self, *args, **kwargs)  # calls BaseEventLoop.__init__ (registered), then sets the selector
+                info = loops.info(self)
+                if info is not None:
+                    for hook in loops.on_new:
+                        hook(self, info)
+            return __init__
+
         self.patches.replace(base_events.BaseEventLoop, "__init__", init)
+        self.patches.replace(selector_events.BaseSelectorEventLoop, "__init__", selector_init)
         self.patches.replace(base_events.BaseEventLoop, "__del__", delete)
 
     def _register(self, loop) -> None:
@@ -67,12 +77,10 @@ class Loops:
         info = LoopInfo(number, sites.made_at(3), self.collector.current if self.charging else "",
                         weakref.ref(loop, lambda _ref, n=number: self.infos.pop(n, None)))
         self.infos[number] = info
-        loop._loopkata_number = number
-        for hook in self.on_new:
-            hook(loop, info)
+        loop._loopkata_info = info  # on the loop itself: a collected cycle loses its weak references first
 
     def info(self, loop) -> LoopInfo | None:
-        return self.infos.get(getattr(loop, "_loopkata_number", -1))
+        return getattr(loop, "_loopkata_info", None)
 
     def label(self, loop) -> str:
         info = self.info(loop)

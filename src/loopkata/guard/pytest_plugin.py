@@ -69,7 +69,7 @@ def pytest_unconfigure(config):
             os.environ[k] = v
     shutil.rmtree(guard.share, ignore_errors=True)
     if guard.settings.report:
-        report.write_json(Path(config.rootpath, guard.settings.report), guard.collector.everything,
+        report.write_json(Path(config.invocation_params.dir, guard.settings.report), guard.collector.everything,
                           guard.settings.source, config._loopkata_guard_tests)
 
 

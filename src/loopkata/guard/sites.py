@@ -14,7 +14,7 @@ import types
 _STDLIB = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
 _GUARD = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _INSTALLED = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
-_BUILTIN = ("<frozen ", "<string>")
+_BUILTIN = ("<frozen ",)  # code run by -c or exec ("<string>") is the team's
 _ENVIRONMENT = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix)})  # a venv's bin/pytest
 
 Frame = tuple[str, int, str]  # (file, line, function)

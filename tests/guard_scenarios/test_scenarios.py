@@ -1,0 +1,301 @@
+"""Small programs with one bug each, and their fixed twins: tests/test_guard.py runs them under the guard.
+
+Each test's name says what it expects: `test_LGnn_...` must get a finding of
+that kind (and no other), `test_clean_...` none at all. Not collected by the
+project's own suite (pyproject.toml's norecursedirs): only run guarded.
+"""
+import asyncio
+import gc
+import logging
+import threading
+import time
+
+import pytest
+
+log = logging.getLogger("scenarios")
+
+# --- LG01: a loop-bound object used on a second loop -----------------------------------------
+
+LIMIT = asyncio.Semaphore(2)  # made at import, outside any loop: bound at first use
+
+
+async def limited():
+    async with LIMIT:
+        await asyncio.sleep(0)
+
+
+def test_LG01_semaphore_used_by_two_asyncio_runs():
+    asyncio.run(limited())
+    asyncio.run(limited())  # never had to wait: asyncio raises nothing
+
+
+def test_clean_semaphore_made_per_run():
+    async def main():
+        sem = asyncio.Semaphore(2)
+        async with sem:
+            await asyncio.sleep(0)
+    asyncio.run(main())
+    asyncio.run(main())
+
+
+def test_LG01_queue_used_on_a_second_loop():
+    queue = asyncio.Queue()
+    asyncio.run(queue.put(1))
+    assert asyncio.run(queue.get()) == 1
+
+
+def test_LG01_transport_used_from_another_loop(tcp_echo):
+    async def open_():
+        return await asyncio.open_connection(*tcp_echo)
+
+    loop = asyncio.new_event_loop()
+    _, writer = loop.run_until_complete(open_())
+
+    async def write_from_here():
+        writer.write(b"x")  # this connection belongs to `loop`
+
+    try:
+        asyncio.run(write_from_here())
+    finally:
+        writer.close()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
+
+
+@pytest.fixture
+def tcp_echo():
+    import socket
+    server = socket.create_server(("127.0.0.1", 0))
+    yield server.getsockname()
+    server.close()
+
+
+# --- LG02: loops kept alive after the test ------------------------------------------------------
+
+_LOCKS = {}  # loop -> lock: keeps every loop
+
+
+async def remember_lock():
+    lock = _LOCKS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+    async with lock:
+        await asyncio.sleep(0)
+
+
+def test_LG02_module_dict_keeps_every_loop():
+    for _ in range(3):
+        asyncio.run(remember_lock())
+
+
+def test_clean_loops_let_go():
+    for _ in range(3):
+        asyncio.run(asyncio.sleep(0))
+
+
+# --- LG03: a pending task lost ----------------------------------------------------------------
+
+async def slow_write(box):
+    await asyncio.sleep(0.05)
+    box.append(1)
+
+
+def test_LG03_task_cancelled_by_asyncio_run_shutdown():
+    box = []
+
+    async def handler():
+        asyncio.create_task(slow_write(box))  # fire and forget
+
+    asyncio.run(handler())
+    assert box == []
+
+
+def test_LG03_task_destroyed_by_the_garbage_collector():
+    async def handler():
+        loop = asyncio.get_running_loop()
+        async def waits(future):
+            await future
+
+        asyncio.create_task(waits(loop.create_future()))  # a future nothing will ever set
+        await asyncio.sleep(0)
+        gc.collect()  # the task waits on a future that only it references: collected
+
+    asyncio.run(handler())
+
+
+def test_clean_task_awaited():
+    box = []
+
+    async def handler():
+        await asyncio.create_task(slow_write(box))
+
+    asyncio.run(handler())
+    assert box == [1]
+
+
+# --- LG04: the loop blocked ---------------------------------------------------------------------
+
+def test_LG04_sleep_on_the_loop():
+    async def handler():
+        time.sleep(0.4)  # noqa: ASYNC251 - the bug: a blocking call on the loop
+
+    asyncio.run(handler())
+
+
+def test_clean_sleep_in_a_thread():
+    async def handler():
+        await asyncio.to_thread(time.sleep, 0.2)
+
+    asyncio.run(handler())
+
+
+# --- LG05: a thread asks for a lock it holds ---------------------------------------------------
+
+_store_lock = threading.Lock()
+
+
+def load():
+    with _store_lock:
+        return {}
+
+
+def update():
+    with _store_lock:
+        return load()  # takes _store_lock again
+
+
+def test_LG05_lock_taken_twice():
+    with pytest.raises(RuntimeError, match="already holds"):
+        update()
+
+
+def test_clean_lock_taken_once():
+    with _store_lock:
+        pass
+    assert load() == {}
+
+
+# --- LG06: exceptions swallowed -----------------------------------------------------------------
+
+async def failing():
+    raise ValueError("bad input on line 3")
+
+
+def test_LG06_gathered_exception_logged_without_traceback():
+    async def runner():
+        for outcome in await asyncio.gather(failing(), return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                log.error("step failed: %s", type(outcome).__name__)
+
+    asyncio.run(runner())
+
+
+def test_clean_gathered_exception_logged_with_traceback():
+    async def runner():
+        for outcome in await asyncio.gather(failing(), return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                log.error("step failed", exc_info=outcome)
+
+    asyncio.run(runner())
+
+
+def test_LG06_task_exception_never_retrieved():
+    async def runner():
+        task = asyncio.create_task(failing())
+        await asyncio.sleep(0.01)
+        del task
+
+    asyncio.run(runner())
+    gc.collect()
+
+
+# --- LG07: unclosed resources -------------------------------------------------------------------
+
+def test_LG07_event_loop_never_closed():
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(asyncio.sleep(0))
+    del loop
+    gc.collect()
+
+
+def test_clean_event_loop_closed():
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(asyncio.sleep(0))
+    loop.close()
+
+
+def test_LG07_aiohttp_session_never_closed():
+    aiohttp = pytest.importorskip("aiohttp")
+
+    async def make():
+        aiohttp.ClientSession()
+
+    asyncio.run(make())
+    gc.collect()
+
+
+# --- LG08: a timeout cancels an async generator's step -----------------------------------------
+
+async def sections():
+    yield "a"
+    await asyncio.sleep(0.2)
+    yield "b"
+
+
+def test_LG08_wait_for_on_anext():
+    async def consume():
+        gen, got = sections(), []
+        while True:
+            try:
+                got.append(await asyncio.wait_for(anext(gen), timeout=0.05))
+            except TimeoutError:
+                got.append(":keepalive")
+            except StopAsyncIteration:
+                return got
+
+    assert asyncio.run(consume()) == ["a", ":keepalive"]  # "b" is lost
+
+
+def test_clean_wait_for_on_a_coroutine():
+    async def consume():
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(asyncio.sleep(1), timeout=0.01)
+
+    asyncio.run(consume())
+
+
+# --- LG09: a Celery task sent to a queue no worker consumes -----------------------------------
+
+@pytest.fixture(scope="module")
+def celery_app():
+    """A Celery app whose worker, started once for the module, consumes only the default queue."""
+    celery = pytest.importorskip("celery")
+    from celery.contrib.testing.worker import start_worker
+    app = celery.Celery("scenarios", broker="memory://", backend="cache+memory://")
+    app.conf.task_routes = {"reports.*": {"queue": "reports"}}
+
+    @app.task(name="reports.build")
+    def build():
+        return 1
+
+    @app.task(name="ping")
+    def ping():
+        return 1
+
+    with start_worker(app, perform_ping_check=False, loglevel="WARNING"):
+        yield app
+
+
+def test_LG09_task_routed_to_a_queue_the_worker_does_not_consume(celery_app):
+    celery_app.send_task("reports.build")
+
+
+def test_clean_task_on_the_queue_the_worker_consumes(celery_app):
+    assert celery_app.send_task("ping").get(timeout=10) == 1
+
+
+# --- a child process is guarded too -----------------------------------------------------------
+
+def test_LG04_in_a_child_process():
+    import subprocess
+    import sys
+    code = "import asyncio, time\nasync def main():\n    time.sleep(0.4)\nasyncio.run(main())\n"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

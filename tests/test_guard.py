@@ -1,0 +1,193 @@
+"""`loopkata guard` finds each kind of bug it names, and only there; its settings, its wrapper and its children.
+
+The scenarios (tests/guard_scenarios/test_scenarios.py) are small programs with
+one bug each and fixed twins; they run once, guarded, in a pytest of their own,
+started as a team starts it: `python -m pytest -p loopkata.guard`.
+"""
+import ast
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from loopkata.guard.findings import KINDS
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "tests" / "guard_scenarios" / "test_scenarios.py"
+NAMES = [n.name for n in ast.parse(SCENARIOS.read_text()).body
+         if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+
+
+def guarded_pytest(folder: Path, *args, timeout=240) -> subprocess.CompletedProcess:
+    """`python -m pytest -p loopkata.guard ARGS` in `folder`, with its own temporary folder."""
+    tmp = folder / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "loopkata.guard", "-p", "no:cacheprovider",
+                           "-o", "addopts=", "-q", *args], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def scenario_findings(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("scenarios")
+    ran = guarded_pytest(folder, "--loopkata-guard=warn", "--loopkata-guard-report=report.json", str(SCENARIOS))
+    report = folder / "report.json"
+    assert report.exists(), f"expected the guarded run to write report.json; it exited {ran.returncode}:\n" \
+                            f"{ran.stdout[-3000:]}{ran.stderr[-3000:]}"
+    by_test = {}
+    for f in json.loads(report.read_text())["findings"]:
+        by_test.setdefault(f["test"].rsplit("::", 1)[-1], []).append(f)
+    left = sorted(p.name for p in (folder / "tmp").iterdir())
+    return ran, by_test, left
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_kind_is_found_where_it_happens_and_nowhere_else(scenario_findings, name):
+    """each scenario with a bug gets a finding of its kind, at a line of the scenario; each fixed twin gets none"""
+    _, by_test, _ = scenario_findings
+    found = by_test.get(name, [])
+    shown = "\n".join(f"  {f['code']} {f['message'][:200]} at {f['where'][:2]}" for f in found) or "  none"
+    if name.startswith("test_LG"):
+        code = name.split("_")[1]
+        assert [f["code"] for f in found] == [code], (
+            f"expected exactly one {code} {KINDS[code].name} finding in {name}, found:\n{shown}")
+        assert any("test_scenarios.py:" in w or w.startswith("<string>") for w in found[0]["where"]), (
+            f"expected the {code} finding to point at a line of the scenario, it points at {found[0]['where']}")
+    else:
+        assert not found, f"expected no finding in {name}, a fixed twin, found:\n{shown}"
+
+
+def test_warn_mode_reports_and_fails_nothing_and_leaves_nothing_behind(scenario_findings):
+    """in warn mode every scenario still passes, the summary names the findings, and no temporary folder is left"""
+    ran, _, left = scenario_findings
+    assert ran.returncode == 0, f"expected every scenario to pass in warn mode, it exited {ran.returncode}:\n" \
+                                f"{ran.stdout[-3000:]}"
+    assert "loopkata guard: " in ran.stdout and "LG01 cross-loop-use" in ran.stdout, (
+        f"expected the run's summary to count the findings by kind, it ends:\n{ran.stdout[-1500:]}")
+    assert not left, f"expected the guard to remove its shared folder, left in TMPDIR: {left}"
+
+
+BUGGY = '''
+import asyncio
+LOCK = asyncio.Lock()
+
+async def use():
+    async with LOCK:
+        pass
+
+def test_two_invocations():
+    asyncio.run(use())
+    asyncio.run(use())
+
+def test_nothing_wrong():
+    asyncio.run(asyncio.sleep(0))
+'''
+
+
+def test_a_finding_fails_the_test_it_happened_in(tmp_path):
+    """by default a finding fails its test, with the kind, the line and the kata that teaches it"""
+    (tmp_path / "test_app.py").write_text(BUGGY)
+    ran = guarded_pytest(tmp_path, "test_app.py")
+    assert ran.returncode == 1, f"expected the run to fail, it exited {ran.returncode}:\n{ran.stdout[-2000:]}"
+    assert "1 failed, 1 passed" in ran.stdout, f"expected one test to fail and one to pass:\n{ran.stdout[-2000:]}"
+    assert "FAILED test_app.py::test_two_invocations" in ran.stdout
+    assert "LG01 cross-loop-use: asyncio.Lock made at test_app.py:3" in ran.stdout, (
+        f"expected the failure to name LG01 and the line that made the lock:\n{ran.stdout[-3000:]}")
+    assert "kata 01" in ran.stdout, f"expected the failure to name the kata that teaches it:\n{ran.stdout[-3000:]}"
+
+
+def test_settings_in_pyproject_select_and_ignore(tmp_path):
+    """[tool.loopkata.guard] in pyproject.toml is read: an ignored kind finds nothing"""
+    (tmp_path / "test_app.py").write_text(BUGGY)
+    (tmp_path / "pyproject.toml").write_text('[tool.loopkata.guard]\nignore = ["cross-loop-use"]\n')
+    ran = guarded_pytest(tmp_path, "test_app.py")
+    assert ran.returncode == 0, f"expected LG01 to be ignored and both tests to pass:\n{ran.stdout[-2000:]}"
+    assert "loopkata guard: no findings" in ran.stdout
+
+
+def test_a_marker_ignores_a_kind_in_one_test(tmp_path):
+    """@pytest.mark.loopkata_guard_ignore("LG01") keeps that kind out of one test"""
+    (tmp_path / "test_app.py").write_text(BUGGY.replace(
+        "def test_two_invocations", "import pytest\n@pytest.mark.loopkata_guard_ignore('LG01')\ndef test_two_invocations"))
+    ran = guarded_pytest(tmp_path, "test_app.py")
+    assert ran.returncode == 0, f"expected the marker to keep LG01 out of that test:\n{ran.stdout[-2000:]}"
+
+
+@pytest.mark.parametrize("table, says", [
+    ('select = ["LG99"]', "select names 'LG99', which is no kind of finding"),
+    ('block-threshold-ms = "soon"', "block-threshold-ms must be a number of milliseconds"),
+    ('mode = "loud"', 'mode must be "fail" or "warn"'),
+    ('colour = "red"', "unknown setting 'colour'"),
+    ('select = [', "pyproject.toml: Invalid value"),  # pytest reads the file first, and says so in one line
+])
+def test_a_setting_that_cannot_be_used_is_one_line(tmp_path, table, says):
+    """a wrong setting stops the run with one line that names it, never a traceback"""
+    (tmp_path / "test_app.py").write_text(BUGGY)
+    (tmp_path / "pyproject.toml").write_text(f"[tool.loopkata.guard]\n{table}\n")
+    ran = guarded_pytest(tmp_path, "test_app.py")
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 4, f"expected pytest's usage error (4), got {ran.returncode}:\n{out[-2000:]}"
+    assert says in out, f"expected the error to say {says!r}:\n{out[-2000:]}"
+    assert "Traceback" not in out, f"expected one line, not a traceback:\n{out[-2000:]}"
+
+
+PROGRAM = '''
+import asyncio
+
+async def write():
+    await asyncio.sleep(1)
+
+async def handler():
+    asyncio.create_task(write())
+
+asyncio.run(handler())
+'''
+
+
+def loopkata(*args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loopkata", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, check=False, env={**os.environ, "TMPDIR": str(cwd)})
+
+
+def test_the_wrapper_guards_a_program(tmp_path):
+    """`loopkata guard -- python prog.py` prints the finding with its line and exits 1; --warn exits 0"""
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    ran = loopkata("guard", "--", sys.executable, "prog.py", cwd=tmp_path)
+    assert ran.returncode == 1, f"expected exit status 1 for a finding, got {ran.returncode}:\n{ran.stderr[-2000:]}"
+    assert "LG03 pending-task-lost" in ran.stderr and "prog.py:8 in handler" in ran.stderr, (
+        f"expected LG03 at the line that made the task, prog.py:8:\n{ran.stderr[-2000:]}")
+    warned = loopkata("guard", "--warn", "--", sys.executable, "prog.py", cwd=tmp_path)
+    assert warned.returncode == 0, f"expected --warn to exit 0, got {warned.returncode}:\n{warned.stderr[-2000:]}"
+    assert not list(tmp_path.glob("loopkata-guard-*")), "expected the wrapper to remove its shared folder"
+
+
+def test_the_wrapper_passes_on_the_programs_own_status(tmp_path):
+    """a program that fails keeps its exit status; a missing program or command is one line"""
+    failing = loopkata("guard", "--", sys.executable, "-c", "raise SystemExit(3)", cwd=tmp_path)
+    assert failing.returncode == 3, f"expected the program's own status 3, got {failing.returncode}"
+    missing = loopkata("guard", "--", "no-such-program-here", cwd=tmp_path)
+    assert missing.returncode == 127 and "cannot start no-such-program-here" in missing.stdout, (
+        f"expected one line and status 127, got {missing.returncode}:\n{missing.stdout}{missing.stderr}")
+    nothing = loopkata("guard", cwd=tmp_path)
+    assert nothing.returncode == 2 and "name the program to run after --" in nothing.stdout
+
+
+def test_a_child_python_without_loopkata_says_it_runs_unguarded(tmp_path):
+    """a child process whose Python cannot import loopkata says so in one line, and runs"""
+    env = {**os.environ, "PYTHONNOUSERSITE": "1"}
+    boot = ROOT / "src" / "loopkata" / "guard" / "boot"
+    env.update({"PYTHONPATH": str(boot), "LOOPKATA_GUARD_CHILD": json.dumps({"settings": {}, "share": str(tmp_path)})})
+    ran = subprocess.run([sys.executable, "-I", "-c", "print('ran')"], env=env, capture_output=True, text=True,
+                         timeout=60, check=False)  # -I: no PYTHONPATH, as a foreign interpreter would be
+    assert ran.stdout.strip() == "ran", f"expected the child to run, it said {ran.stdout!r} {ran.stderr!r}"
+    bare = subprocess.run([sys.executable, "-S", "-c", textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(boot)!r}); sys.modules['loopkata'] = None
+        import sitecustomize
+        print('ran')""")], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert "ran" in bare.stdout and "cannot import loopkata" in bare.stderr and "Traceback" not in bare.stderr, (
+        f"expected one line saying the child runs unguarded, got:\n{bare.stdout}{bare.stderr}")
