@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from .. import scan
+from ..guard.findings import KINDS
 from ..model import catalogue
 from ..room import effort
 
@@ -71,6 +72,17 @@ def scan_rules() -> str:
     return "\n".join(rows)
 
 
+def guard_kinds() -> str:
+    """The README's table of what `loopkata guard` finds, made from `guard.findings.KINDS` and the catalogue."""
+    katas = {k.number: k for k in catalogue.load()}
+    rows = ["| code | name | finds | taught in |", "| --- | --- | --- | --- |"]
+    for kind in KINDS.values():
+        taught = ", ".join(f"[{n:02d} · {katas[n].title}](notebooks/{katas[n].notebook})" if n in katas else f"{n:02d}"
+                           for n in kind.katas)
+        rows.append(f"| `{kind.code}` | `{kind.name}` | {kind.finds} | {taught} |")
+    return "\n".join(rows)
+
+
 def markdown_table(katas=None) -> str:
     """The README's kata table, made from the catalogue (a test keeps the README in step)."""
     katas = catalogue.load() if katas is None else katas
@@ -88,6 +100,7 @@ def markdown_table(katas=None) -> str:
 BLOCKS = (
     ("README.md", "kata-table", markdown_table),
     ("README.md", "scan-rules", scan_rules),
+    ("README.md", "guard-kinds", guard_kinds),
     ("docs/workshop.md", "wrong-fixes", catalogue.wrong_fixes_table),
     ("docs/workshop.md", "solve-times", effort.guide_table),
     ("README.md", "check-latency", latency_table),

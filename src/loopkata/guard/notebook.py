@@ -1,0 +1,60 @@
+"""For a notebook's "Keeping it out" section: a team's test run under the guard, out of the kernel.
+
+`show(case, impl)` runs `python -m pytest -p loopkata.guard` on the test file
+`case`, with the code under test at `impl` (LOOPKATA_GUARD_CASE_IMPL), in a
+child process with a hard deadline, and prints what the guard found. Paths are
+printed relative to the folders of `case` and `impl`, so the output is the same
+on every machine; the test's own verdict is printed too, because a team's test
+that passes while the guard finds the bug is the point.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .findings import KINDS
+
+DEADLINE = 180  # seconds: a case that starts a database or a worker takes a few
+
+
+def show(case, impl, *, deadline: float = DEADLINE) -> None:
+    case, impl = Path(case).resolve(), Path(impl).resolve()
+    with tempfile.TemporaryDirectory(prefix="loopkata-guard-show-") as tmp:
+        report = Path(tmp) / "report.json"
+        env = {**os.environ, "LOOPKATA_GUARD_CASE_IMPL": str(impl), "TMPDIR": tmp}
+        command = [sys.executable, "-m", "pytest", "-p", "loopkata.guard", "--loopkata-guard=warn",
+                   f"--loopkata-guard-report={report}", "-p", "no:cacheprovider", "-o", "addopts=", "-q",
+                   "-p", "no:randomly", str(case)]
+        try:
+            ran = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=deadline,
+                                 check=False, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            print(f"The guarded run of {case.name} did not finish within {deadline:g} s and was stopped.")
+            return
+        if not report.exists():
+            tail = "\n".join((ran.stdout + ran.stderr).strip().splitlines()[-5:])
+            print(f"The guarded run of {case.name} ended ({ran.returncode}) without a report:\n{tail}")
+            return
+        findings = json.loads(report.read_text())["findings"]
+    verdict = next((line for line in reversed(ran.stdout.splitlines()) if " in " in line and
+                    ("passed" in line or "failed" in line)), "").split(" in ")[0]
+    print(f"$ pytest -p loopkata.guard {case.name}    (the code under test: {impl.name})")
+    print(f"the team's tests: {verdict or 'no verdict'}; the guard: "
+          f"{len(findings)} finding{'s' if len(findings) != 1 else ''}")
+    bases = (str(impl.parent) + os.sep, str(case.parent) + os.sep)
+    for f in findings:
+        print()
+        print(f"{f['code']} {KINDS[f['code']].name}: {_short(f['message'], bases)}")
+        for w in f["where"]:
+            print(f"    {'' if w.startswith(('used ', 'taken ', 'waiting ')) else 'at '}{_short(w, bases)}")
+
+
+def _short(text: str, bases: tuple[str, ...]) -> str:
+    for base in bases:
+        text = text.replace(base, "")
+    return re.sub(r"for \d+ ms, more than", "for more than", text)  # a measured time differs run to run
