@@ -1,10 +1,10 @@
 """What keeps an object alive: the chain of references from a module's global to it.
 
-One pass over the garbage collector's objects builds a map from each object to
-those that refer to it; a breadth-first walk from the object then finds the
-nearest module global. Only a chain that starts at a module counts: an object
-held by a frame (a failed test's traceback, a thread still running) is not
-what LG02 is about.
+A breadth-first walk down from the modules' globals (the team's modules first,
+then every other) finds the nearest path to the object. Frames, generators and
+coroutines are not walked into: what a running function holds is not what LG02
+is about, and on Python 3.12 reading the references of an executing frame can
+read past its stack and never return.
 """
 from __future__ import annotations
 
@@ -14,44 +14,48 @@ import sys
 import types
 import weakref
 
+from . import sites
+
 MAX_DEPTH = 14
+NOT_WALKED = (types.FrameType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
 
 
 def holding(target) -> list[str]:
-    """'module m, global `name`', then '.attribute', '[key]' ..., down to `target`; [] if no module holds it."""
-    modules = {id(vars(m)): name for name, m in list(sys.modules.items()) if isinstance(m, types.ModuleType)}
-    referrers: dict[int, list] = {}
-    everything = gc.get_objects()
-    for obj in everything:
-        if type(obj) is types.FrameType:
-            continue
-        for ref in gc.get_referents(obj):
-            referrers.setdefault(id(ref), []).append(obj)
-    del everything
-    came_from: dict[int, object] = {id(target): None}
-    frontier, root = [target], None
+    """'module m', 'global `name`', then '.attribute', '[key]' ..., down to `target`; [] if no module holds it."""
+    modules = [(name, m) for name, m in list(sys.modules.items()) if isinstance(m, types.ModuleType)]
+    teams = [(n, m) for n, m in modules if sites.is_teams(getattr(m, "__file__", None) or "")]
+    for group in (teams, modules):
+        path = _search(target, group)
+        if path:
+            return _describe(path, next(n for n, m in group if vars(m) is path[0]))
+    return []
+
+
+def _search(target, modules) -> list:
+    came_from: dict[int, object] = {}
+    frontier = []
+    for _, m in modules:
+        d = vars(m)
+        if id(d) not in came_from:
+            came_from[id(d)] = None
+            frontier.append(d)
     for _ in range(MAX_DEPTH):
         found = []
         for obj in frontier:
-            for holder in referrers.get(id(obj), ()):
-                if id(holder) in came_from or holder is frontier or holder is found:
+            for ref in gc.get_referents(obj):
+                if ref is target:
+                    path = [ref, obj]
+                    while came_from[id(path[-1])] is not None:
+                        path.append(came_from[id(path[-1])])
+                    return path[::-1]
+                if id(ref) in came_from or not gc.is_tracked(ref) or isinstance(ref, NOT_WALKED):
                     continue
-                came_from[id(holder)] = obj
-                if id(holder) in modules:
-                    root = holder
-                    break
-                found.append(holder)
-            if root is not None:
-                break
-        if root is not None or not found:
-            break
-        frontier = found[:5000]
-    if root is None:
-        return []
-    path = [root]
-    while came_from[id(path[-1])] is not None:
-        path.append(came_from[id(path[-1])])
-    return _describe(path, modules[id(root)])
+                came_from[id(ref)] = obj
+                found.append(ref)
+        if not found:
+            return []
+        frontier = found
+    return []
 
 
 def _describe(path: list, module: str) -> list[str]:
@@ -61,7 +65,8 @@ def _describe(path: list, module: str) -> list[str]:
         if step is not None:
             steps.append(step)
         owner = holder
-    steps.append(f"-> {_name(path[-1])}")
+    if not steps[-1].endswith(f"({_name(path[-1])})"):
+        steps.append(f"-> {_name(path[-1])}")
     return steps
 
 
@@ -73,6 +78,8 @@ def _step(holder, held, owner) -> str | None:
                 if isinstance(key, str) and (is_attrs or owner is None or isinstance(owner, types.ModuleType)):
                     return f".{key}  ({_name(held)})" if owner is not None else f"global `{key}`  ({_name(held)})"
                 return f"[{_key(key)}]  ({_name(held)})"
+        if any(key is held for key in holder):
+            return f"a key of it  ({_name(held)})"
         return f"[a key]  ({_name(held)})"
     if isinstance(holder, list | tuple):
         for i, value in enumerate(holder):

@@ -114,7 +114,7 @@ class Loops:
             "LG02",
             f"{len(held) + allowed} event loops made by this test are still alive after it "
             f"({allowed} allowed: a cache may keep the last one); event loop #{info.number}"
-            + (f" and {others} more are" if others else " is") + f" held by {chain[0]}",
+            + (f" and {others} more are" if others else " is") + f" held by {', '.join(chain[:2])}",
             where=info.made_at, details=["held by:"] + [f"  {step}" for step in chain], test=test)]
 
 

@@ -87,3 +87,8 @@ def raised_at(exc: BaseException) -> list[str]:
 def is_pythons_own(filename: str) -> bool:
     """Is `filename` Python's own library (or the guard)?"""
     return _kind(filename) == 2
+
+
+def is_teams(filename: str) -> bool:
+    """Is `filename` the team's own code (not Python's, not an installed package's, not the guard's)?"""
+    return bool(filename) and _kind(filename) == 0
