@@ -39,12 +39,12 @@ class BlockedLoops:
         if selector is None or not hasattr(selector, "select"):
             return
         beat, original = Beat(), selector.select
-        finished = self._finished
+        finished, collector = self._finished, self.collector
 
         def select(timeout=None):
             beat.thread = threading.get_ident()
             if beat.finding is not None:
-                finished(beat)
+                collector.safely(finished, beat)
             beat.in_select = True
             try:
                 return original(timeout)
@@ -84,7 +84,7 @@ class BlockedLoops:
                     continue
                 if beat.finding is None and now - beat.seen_busy >= self.threshold and not beat.in_select \
                         and beat.seen_turn == beat.turn:
-                    self._report(loop, beat, now)
+                    self.collector.safely(self._report, loop, beat, now)
                 del loop
 
     def _report(self, loop, beat: Beat, now: float) -> None:

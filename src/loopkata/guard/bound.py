@@ -63,7 +63,7 @@ class BoundObjects:
                 if first is None:
                     obj.__dict__["_loopkata_loop"] = (weakref.ref(loop), guard.describe(loop))
                 elif first[0]() is not loop:
-                    guard._report(obj, first, loop, original.__name__)
+                    guard.collector.safely(guard._report, obj, first, loop, original.__name__)
             return original(obj, *args, **kwargs)
         use.__name__, use.__qualname__, use.__doc__ = original.__name__, original.__qualname__, original.__doc__
         return use
@@ -101,10 +101,10 @@ class BoundObjects:
             if loop is not None and loop is not transport._loop and id(transport) not in guard._reported:
                 guard._reported.add(id(transport))
                 made = getattr(transport, "_loopkata_site", [])
-                guard._add(
+                guard.collector.safely(guard._add, 
                     f"a socket transport opened at {made[0] if made else 'a line the guard did not see'} on "
                     f"{guard.describe(transport._loop)} is used ({original.__name__}) from {guard.describe(loop)}: "
-                    "a connection belongs to the loop that opened it", made, 2)
+                    "a connection belongs to the loop that opened it", made, 3)
             return original(transport, *args, **kwargs)
         return use
 
@@ -117,10 +117,10 @@ class BoundObjects:
             if loop is not None and bound is not None and loop is not bound and id(session) not in guard._reported:
                 guard._reported.add(id(session))
                 made = guard.sessions_made_at(session)
-                guard._add(
+                guard.collector.safely(guard._add, 
                     f"an aiohttp ClientSession made on {guard.describe(bound)} sends a request from "
                     f"{guard.describe(loop)}: a session and its pooled connections belong to the loop they were "
-                    "made on", made, 2)
+                    "made on", made, 3)
             return original(session, *args, **kwargs)
         return _request
 

@@ -96,6 +96,16 @@ class Collector:
         self._lock = threading.Lock()
         self._found: list[Finding] = []
         self.everything: list[Finding] = []  # for the JSON report
+        self.errors: list[str] = []  # the guard's own failures, never the program's
+
+    def safely(self, describe, *args) -> None:
+        """Run `describe(*args)`, which adds a finding; a failure of the guard's own never reaches the program."""
+        try:
+            describe(*args)
+        except Exception as exc:  # noqa: BLE001 - the program under test must run as if unguarded
+            with self._lock:
+                if len(self.errors) < 20:
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
 
     def add(self, finding: Finding) -> None:
         if finding.code not in self.selected:

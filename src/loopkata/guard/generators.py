@@ -38,7 +38,7 @@ class GeneratorSteps:
                 try:
                     return await original(fut, timeout, *args, **kwargs)
                 except TimeoutError:
-                    collector.add(Finding(
+                    collector.safely(collector.add, Finding(
                         "LG08",
                         f"wait_for's timeout ({timeout:g} s) cancelled a step of an async generator: the "
                         "cancellation is thrown into the generator and closes it, so the next step ends the "

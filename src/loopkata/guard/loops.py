@@ -46,13 +46,16 @@ class Loops:
             return __init__
 
         def delete(original):
-            def __del__(self, *args, **kwargs):
+            def describe(self):
                 if not self.is_closed() and not self.is_running():
                     info = loops.info(self)
                     loops.collector.add(Finding(
                         "LG07", f"{loops.label(self)} was collected without being closed: its selector and "
                                 "its default executor's threads were never released",
                         where=info.made_at if info else [], test=info.test if info else ""))
+
+            def __del__(self, *args, **kwargs):
+                loops.collector.safely(describe, self)
                 return original(self, *args, **kwargs)
             return __del__
 

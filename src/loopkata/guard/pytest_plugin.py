@@ -132,6 +132,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     found = guard.collector.everything
     terminalreporter.write_sep("-", f"loopkata guard: {report.summary(found)}")
+    for error in guard.collector.errors:
+        terminalreporter.write_line(f"loopkata guard: could not describe a finding ({error}); please report it")
     if guard.settings.report:
         terminalreporter.write_line(f"loopkata guard: every finding is in {guard.settings.report}")
 

@@ -40,13 +40,13 @@ class Swallowed:
             self.watched.clear()
 
     def _gather(self, original):
-        watch = self._watch
+        watch, collector = self._watch, self.collector
 
         def gather(*aws, return_exceptions=False, **kwargs):
             future = original(*aws, return_exceptions=return_exceptions, **kwargs)
             if return_exceptions:
                 where = sites.made_at(1)
-                future.add_done_callback(lambda f: watch(f, where[0] if where else ""))
+                future.add_done_callback(lambda f: collector.safely(watch, f, where[0] if where else ""))
             return future
         gather.__doc__ = original.__doc__
         return gather
@@ -66,7 +66,7 @@ class Swallowed:
 
         def _log(logger, level, msg, args, exc_info=None, *rest, **kwargs):
             if guard.watched:
-                guard._seen(msg, args, exc_info)
+                guard.collector.safely(guard._seen, msg, args, exc_info)
             return original(logger, level, msg, args, exc_info, *rest, **kwargs)
         return _log
 

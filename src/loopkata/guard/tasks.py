@@ -46,6 +46,10 @@ class Tasks:
         collector = self.collector
 
         def call_exception_handler(loop, context):
+            collector.safely(describe, context)
+            return original(loop, context)
+
+        def describe(context):
             message = str(context.get("message", ""))
             task = context.get("task") or context.get("future")
             if message.startswith("Task was destroyed but it is pending") and task is not None:
@@ -62,13 +66,16 @@ class Tasks:
                     "was never retrieved: nothing awaited the task or asked for its result",
                     where=made_at(task) if isinstance(task, tasks.Task) else [],
                     details=sites.raised_at(exc)))
-            return original(loop, context)
         return call_exception_handler
 
     def _shutdown(self, original):
         collector = self.collector
 
         def _cancel_all_tasks(loop):
+            collector.safely(describe, loop)
+            return original(loop)
+
+        def describe(loop):
             pending = [t for t in tasks.all_tasks(loop) if not t.done()]
             if pending:
                 where = [w for t in pending for w in made_at(t)[:1]]
@@ -78,6 +85,5 @@ class Tasks:
                     f"{'s' if len(pending) > 1 else ''} ({', '.join(sorted({_name(t) for t in pending})[:3])}): "
                     "the main coroutine returned before they finished, and nothing awaited them",
                     where=list(dict.fromkeys(where))[:5]))
-            return original(loop)
         return _cancel_all_tasks
 

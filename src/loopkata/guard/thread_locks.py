@@ -37,7 +37,7 @@ class OwnedLock:
         if blocking and timeout < 0 and self._owner == me:
             got = self._lock.acquire(False)  # released meanwhile by another thread: then it is free
             if not got:
-                self._report(self)
+                self._report(self)  # made safe by ThreadLocks
                 raise LockWaitsOnItself(
                     "this thread already holds this threading.Lock (made at "
                     f"{self._made_at[0] if self._made_at else '?'}, taken at "
@@ -89,7 +89,10 @@ class ThreadLocks:
         return Lock
 
     def _report(self, lock: OwnedLock) -> None:
-        asked = sites.made_at(3)
+        self.collector.safely(self._describe, lock)
+
+    def _describe(self, lock: OwnedLock) -> None:
+        asked = sites.made_at(5)
         self.collector.add(Finding(
             "LG05",
             f"a thread asks for a threading.Lock it holds itself (taken at "

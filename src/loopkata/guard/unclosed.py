@@ -44,6 +44,10 @@ class Unclosed:
         made, collector = self.made, self.collector
 
         def __del__(obj, *args, **kwargs):
+            collector.safely(describe, obj)
+            return original(obj, *args, **kwargs)
+
+        def describe(obj):
             where, test = made.pop(id(obj), ([], ""))
             try:
                 still_open = is_open(obj)
@@ -55,5 +59,4 @@ class Unclosed:
                             "without being closed: its sockets stayed open until the garbage collector found it "
                             "(close it with `async with` or `await close()` while its loop runs)",
                     where=where, test=test))
-            return original(obj, *args, **kwargs)
         return __del__
