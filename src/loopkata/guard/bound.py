@@ -94,35 +94,34 @@ class BoundObjects:
         return __init__
 
     def _checked_transport(self, original):
-        guard = self
-
-        def use(transport, *args, **kwargs):
-            loop = events._get_running_loop()
-            if loop is not None and loop is not transport._loop and id(transport) not in guard._reported:
-                guard._reported.add(id(transport))
-                made = getattr(transport, "_loopkata_site", [])
-                guard.collector.safely(guard._add, 
-                    f"a socket transport opened at {made[0] if made else 'a line the guard did not see'} on "
-                    f"{guard.describe(transport._loop)} is used ({original.__name__}) from {guard.describe(loop)}: "
-                    "a connection belongs to the loop that opened it", made, 3)
-            return original(transport, *args, **kwargs)
-        return use
+        def message(transport, owner, now):
+            made = getattr(transport, "_loopkata_site", [])
+            return (f"a socket transport opened at {made[0] if made else 'a line the guard did not see'} on "
+                    f"{self.describe(owner)} is used ({original.__name__}) from {self.describe(now)}: "
+                    "a connection belongs to the loop that opened it"), made
+        return self._owned_by_one_loop(original, message)
 
     def _checked_session(self, original):
+        def message(session, owner, now):
+            return (f"an aiohttp ClientSession made on {self.describe(owner)} sends a request from "
+                    f"{self.describe(now)}: a session and its pooled connections belong to the loop they were "
+                    "made on"), self.sessions_made_at(session)
+        return self._owned_by_one_loop(original, message)
+
+    def _owned_by_one_loop(self, original, message):
+        """`original`, checked: a call from a loop other than the object's own `_loop` is LG01, said by
+        `message(obj, its loop, the running loop)` -> (text, the lines that made it)."""
         guard = self
 
-        def _request(session, *args, **kwargs):
+        def use(obj, *args, **kwargs):
             loop = events._get_running_loop()
-            bound = getattr(session, "_loop", None)
-            if loop is not None and bound is not None and loop is not bound and id(session) not in guard._reported:
-                guard._reported.add(id(session))
-                made = guard.sessions_made_at(session)
-                guard.collector.safely(guard._add, 
-                    f"an aiohttp ClientSession made on {guard.describe(bound)} sends a request from "
-                    f"{guard.describe(loop)}: a session and its pooled connections belong to the loop they were "
-                    "made on", made, 3)
-            return original(session, *args, **kwargs)
-        return _request
+            owner = getattr(obj, "_loop", None)
+            if loop is not None and owner is not None and loop is not owner and id(obj) not in guard._reported:
+                guard._reported.add(id(obj))
+                guard.collector.safely(lambda: guard._add(*message(obj, owner, loop), 4))
+            return original(obj, *args, **kwargs)
+        use.__name__, use.__qualname__, use.__doc__ = original.__name__, original.__qualname__, original.__doc__
+        return use
 
     sessions_made_at = staticmethod(lambda session: [])  # set by the unclosed-resource watcher when it runs
 
