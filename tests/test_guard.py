@@ -191,3 +191,58 @@ def test_a_child_python_without_loopkata_says_it_runs_unguarded(tmp_path):
         print('ran')""")], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert "ran" in bare.stdout and "cannot import loopkata" in bare.stderr and "Traceback" not in bare.stderr, (
         f"expected one line saying the child runs unguarded, got:\n{bare.stdout}{bare.stderr}")
+
+
+SUITE_WITH_ITS_OWN_WAYS = '''
+import asyncio, gc, weakref
+from unittest import mock
+
+LOCK = asyncio.Lock()
+
+async def use():
+    async with LOCK:
+        pass
+
+def test_two_invocations_under_filterwarnings_error():
+    asyncio.run(use())
+    asyncio.run(use())
+
+class Payload:
+    pass
+
+async def fails(payload):
+    raise ValueError("no")
+
+def test_gathered_exceptions_are_not_kept_alive_by_the_guard():
+    payload = Payload()
+    alive = weakref.ref(payload)
+
+    async def main():
+        return await asyncio.gather(fails(payload), return_exceptions=True)
+
+    results = asyncio.run(main())
+    del results, payload
+    gc.collect()
+    assert alive() is None, "the guard kept the exception, its traceback and the test's object alive"
+
+async def fresh_lock():
+    async with asyncio.Lock():
+        pass
+
+def test_the_guard_does_not_call_a_loops_methods_a_test_counts():
+    loop = asyncio.new_event_loop()
+    with mock.patch.object(loop, "is_closed", side_effect=AssertionError("is_closed() called")):
+        loop.run_until_complete(fresh_lock())  # its first use: the guard notes the loop and asks it nothing
+    loop.close()
+'''
+
+
+def test_a_suite_with_filterwarnings_error_and_leak_checks_runs_as_before(tmp_path):
+    """warn mode never turns into an error under a suite's `filterwarnings = error`, and holds none of its objects"""
+    (tmp_path / "test_own.py").write_text(SUITE_WITH_ITS_OWN_WAYS)
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n')
+    ran = guarded_pytest(tmp_path, "--loopkata-guard=warn", "test_own.py")
+    assert ran.returncode == 0 and "INTERNALERROR" not in ran.stdout, (
+        f"expected the suite to pass in warn mode, with its findings listed; it exited {ran.returncode}:\n"
+        f"{ran.stdout[-3000:]}")
+    assert "loopkata guard findings (warn mode" in ran.stdout and "LG01 cross-loop-use" in ran.stdout

@@ -17,7 +17,6 @@ those of `pytest_plugin`); `loopkata guard -- COMMAND` runs a program guarded
 - `config`, `report`, `sites`, `patches`: settings, output, the team's lines, undoable patches.
 """
 from .pytest_plugin import (  # noqa: F401 - the hooks pytest finds on this module
-    GuardWarning,
     pytest_addoption,
     pytest_configure,
     pytest_fixture_setup,

@@ -76,7 +76,7 @@ class BlockedLoops:
             now = time.monotonic()
             for ref, beat in list(self.beats.values()):
                 loop = ref()
-                if loop is None or not loop.is_running() or beat.in_select or beat.thread is None:
+                if loop is None or getattr(loop, "_thread_id", None) is None or beat.in_select or beat.thread is None:
                     beat.seen_turn = -1
                     continue
                 if beat.seen_turn != beat.turn:  # a new turn: start counting from now, by this thread's clock
@@ -93,13 +93,13 @@ class BlockedLoops:
         del frame
         if beat.in_select or beat.seen_turn != beat.turn:
             return  # it moved on while we looked
-        ours = sites.ours(stack, limit=6)
+        ours = sites.ours(stack, limit=8)
         f = Finding("LG04", f"{self.describe(loop)} was held by one callback for more than "
                             f"{self.threshold * 1000:.0f} ms; sampled while it was held, it was at {sites.show(ours[0])}"
                     if ours else f"{self.describe(loop)} was held by one callback for more than "
                                  f"{self.threshold * 1000:.0f} ms",
-                    where=[sites.show(f) for f in ours],
-                    details=["its stack while the loop was held, innermost first:"]
-                    + [f"  {sites.show(f)}" for f in stack[:12]])
+                    where=[sites.show(f) for f in ours[:2]],
+                    details=["the code's own lines of the stack sampled while the loop was held, innermost first:"]
+                    + [f"  {sites.show(f)}" for f in ours])
         beat.finding = f
         self.collector.add(f)

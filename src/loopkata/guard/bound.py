@@ -61,7 +61,7 @@ class BoundObjects:
             if loop is not None:
                 first = obj.__dict__.get("_loopkata_loop")
                 if first is None:
-                    obj.__dict__["_loopkata_loop"] = (weakref.ref(loop), guard.describe(loop))
+                    obj.__dict__["_loopkata_loop"] = (weakref.ref(loop), getattr(loop, "_loopkata_info", None))
                 elif first[0]() is not loop:
                     guard.collector.safely(guard._report, obj, first, loop, original.__name__)
             return original(obj, *args, **kwargs)
@@ -75,8 +75,8 @@ class BoundObjects:
         if _weakrefable(obj):
             weakref.finalize(obj, self._reported.discard, id(obj))  # a later object may get this id
         kind = type(obj).__name__
-        ref, label = first
-        was = self.describe(ref()) if ref() is not None else label.replace("(running", "(gone", 1)
+        ref, info = first
+        was = self.describe(ref(), info)
         made = obj.__dict__.get("_loopkata_site") or []
         self._add(f"asyncio.{kind} made at {made[0] if made else 'a line before the guard started'} was first "
                   f"used on {was}, and now {method}() is called on it on {self.describe(now)}", made, 3)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import sys
-import threading
 import weakref
 from asyncio import base_events, selector_events
 from dataclasses import dataclass
@@ -85,11 +84,17 @@ class Loops:
     def info(self, loop) -> LoopInfo | None:
         return getattr(loop, "_loopkata_info", None)
 
-    def label(self, loop) -> str:
-        info = self.info(loop)
+    def label(self, loop, info: LoopInfo | None = None) -> str:
+        """'event loop #3 (closed, made at file:line in f)'; `loop` may be None (gone) when `info` is given.
+        Reads the loop's own state (its attributes, never its methods, which a test may count or mock)."""
+        info = info or (self.info(loop) if loop is not None else None)
         if info is None:
             return "an event loop made before the guard started"
-        state = "closed" if loop.is_closed() else "running" if loop.is_running() else "not running"
+        if loop is None:
+            state = "gone"
+        else:
+            state = "closed" if getattr(loop, "_closed", False) else \
+                "running" if getattr(loop, "_thread_id", None) is not None else "not running"
         where = f", made at {info.made_at[0]}" if info.made_at else ""
         return f"event loop #{info.number} ({state}{where})"
 
@@ -99,8 +104,7 @@ class Loops:
             return []
         gc.collect()
         alive = [(i, i.ref()) for i in list(self.infos.values()) if i.test == test and i.ref() is not None]
-        alive = [(i, loop) for i, loop in alive if not loop.is_running()
-                 and not _runs_in_a_live_thread(loop)]
+        alive = [(i, loop) for i, loop in alive if getattr(loop, "_thread_id", None) is None]  # not running
         if len(alive) <= allowed:
             return []
         held = []
@@ -120,7 +124,3 @@ class Loops:
             + (f" and {others} more are" if others else " is") + f" held by {', '.join(chain[:2])}",
             where=info.made_at, details=["held by:"] + [f"  {step}" for step in chain], test=test)]
 
-
-def _runs_in_a_live_thread(loop) -> bool:
-    thread_id = getattr(loop, "_thread_id", None)
-    return thread_id is not None and any(t.ident == thread_id for t in threading.enumerate())

@@ -21,10 +21,6 @@ from .core import Guard
 KEY = pytest.StashKey[Guard]()
 
 
-class GuardWarning(pytest.PytestWarning):
-    """A finding of loopkata guard, in warn mode."""
-
-
 def pytest_addoption(parser):
     group = parser.getgroup("loopkata-guard", "loopkata guard (asyncio bugs caught at run time)")
     group.addoption("--loopkata-guard", dest="loopkata_guard_mode", choices=("fail", "warn"), default=None,
@@ -117,9 +113,8 @@ def pytest_runtest_makereport(item, call):
         return
     text = "\n\n".join(report.text(f) for f in found)
     if guard.settings.mode == "warn":
-        for f in found:
-            item.warn(GuardWarning(report.text(f)))
-        return
+        return  # listed at the end of the run, not as pytest warnings: a suite's `filterwarnings = error`
+        # would turn each into an exception inside pytest's own reporting
     rep.sections.append(("loopkata guard", text))
     if rep.passed:
         rep.outcome = "failed"
@@ -130,7 +125,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     guard = config.stash.get(KEY, None)
     if guard is None:
         return
-    found = guard.collector.everything
+    found = [f for f in guard.collector.everything if not guard.settings.excluded(f.where)]
+    if guard.settings.mode == "warn" and found:
+        terminalreporter.write_sep("=", "loopkata guard findings (warn mode: no test failed for them)")
+        for f in found:
+            terminalreporter.write_line(f"{f.test or 'between tests'}")
+            terminalreporter.write_line("    " + report.text(f).replace("\n", "\n    "))
     terminalreporter.write_sep("-", f"loopkata guard: {report.summary(found)}")
     for error in guard.collector.errors:
         terminalreporter.write_line(f"loopkata guard: could not describe a finding ({error}); please report it")

@@ -6,7 +6,9 @@ one of them (the exception itself, its type, its type's name or its message
 among the arguments) without attaching it as exc_info is the finding: the log
 says that something failed and drops where. A call that attaches it settles it.
 An exception that no log call names is not reported: a caller may re-raise it,
-count it or answer with it, and the guard cannot see which.
+count it or answer with it, and the guard cannot see which. Only what names an
+exception is kept (its id, type, text, where it was raised), never the exception
+itself: its traceback's frames would keep a test's objects alive.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import sys
 import threading
 from asyncio import tasks
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from . import sites
 from .findings import Collector, Finding
@@ -24,10 +27,30 @@ from .patches import Patches
 KEPT = 256  # exceptions remembered at most, the newest
 
 
+@dataclass(frozen=True)
+class Gathered:
+    """An exception gather(return_exceptions=True) handed back, as far as a log call can name it."""
+    kind: type
+    text: str
+    gathered_at: str
+    raised_at: tuple[str, ...]
+
+    def named_by(self, value) -> bool:
+        if value is self.kind:
+            return True
+        if isinstance(value, str):
+            return value == self.kind.__name__ or (bool(self.text) and value == self.text)
+        return False
+
+    def mentioned_in(self, msg) -> bool:
+        """A message formatted before the call (an f-string) that names the exception."""
+        return isinstance(msg, str) and (self.kind.__name__ in msg or (len(self.text) > 3 and self.text in msg))
+
+
 class Swallowed:
     def __init__(self, collector: Collector, patches: Patches):
         self.collector, self.patches = collector, patches
-        self.watched: OrderedDict[int, tuple[BaseException, str]] = OrderedDict()  # id -> (exc, gather's line)
+        self.watched: OrderedDict[int, Gathered] = OrderedDict()  # id(exception) -> what names it
         self._lock = threading.Lock()
 
     def install(self) -> None:
@@ -56,8 +79,9 @@ class Swallowed:
             return
         for outcome in future.result():
             if isinstance(outcome, BaseException):
+                seen = Gathered(type(outcome), str(outcome), where, tuple(sites.raised_at(outcome)))
                 with self._lock:
-                    self.watched[id(outcome)] = (outcome, where)
+                    self.watched[id(outcome)] = seen
                     while len(self.watched) > KEPT:
                         self.watched.popitem(last=False)
 
@@ -77,36 +101,26 @@ class Swallowed:
         elif isinstance(attached, tuple):
             attached = attached[1] if len(attached) > 1 else None
         with self._lock:
-            if isinstance(attached, BaseException) and id(attached) in self.watched:
+            if isinstance(attached, BaseException) and id(attached) in self.watched \
+                    and self.watched[id(attached)].kind is type(attached):
                 del self.watched[id(attached)]
                 return
             values = args.values() if isinstance(args, dict) else (args if isinstance(args, tuple) else (args,))
             named = None
-            for key, (exc, where) in self.watched.items():
-                if any(_names(v, exc) for v in values) or (not values and _mentions(msg, exc)):
-                    named = key, exc, where
+            for key, seen in self.watched.items():
+                if any(id(v) == key and type(v) is seen.kind or seen.named_by(v) for v in values) \
+                        or (not values and seen.mentioned_in(msg)):
+                    named = key, seen
                     break
             if named is None:
                 return
             del self.watched[named[0]]
-        _, exc, where = named
-        logged_at = sites.made_at(3)
+        seen = named[1]
+        name = seen.kind.__name__
         self.collector.add(Finding(
             "LG06",
-            f"{type(exc).__name__} returned by gather(return_exceptions=True) at {where or 'a gather'} is logged "
-            f"here without its traceback: the log says {type(exc).__name__} and drops where it was raised "
+            f"{name} returned by gather(return_exceptions=True) at {seen.gathered_at or 'a gather'} is logged "
+            f"here without its traceback: the log says {name} and drops where it was raised "
             "(pass exc_info=the exception)",
-            where=logged_at, details=[f"gathered at {where}"] + sites.raised_at(exc)))
+            where=sites.made_at(3), details=[f"gathered at {seen.gathered_at}", *seen.raised_at]))
 
-
-def _names(value, exc) -> bool:
-    if value is exc or value is type(exc):
-        return True
-    if isinstance(value, str):
-        return value == type(exc).__name__ or (bool(str(exc)) and value == str(exc))
-    return False
-
-
-def _mentions(msg, exc) -> bool:
-    """A message formatted before the call (an f-string) that names the exception."""
-    return isinstance(msg, str) and (type(exc).__name__ in msg or (len(str(exc)) > 3 and str(exc) in msg))

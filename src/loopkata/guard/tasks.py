@@ -84,6 +84,6 @@ class Tasks:
                     f"asyncio.run's shutdown cancelled {len(pending)} pending task"
                     f"{'s' if len(pending) > 1 else ''} ({', '.join(sorted({_name(t) for t in pending})[:3])}): "
                     "the main coroutine returned before they finished, and nothing awaited them",
-                    where=list(dict.fromkeys(where))[:5]))
+                    where=sorted(set(where))[:5]))  # all_tasks() is a set: no order to keep
         return _cancel_all_tasks
 
