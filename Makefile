@@ -61,6 +61,7 @@ notebooks: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/check_latency.py
 	$(BIN)/python benchmarks/scan_speed.py
+	$(BIN)/python benchmarks/guard_overhead.py
 
 # Every pinned wheel (and what installing the project needs) for this machine's Python and
 # platform, into $(WHEELHOUSE)/: build it once per Python version the room uses.
