@@ -83,9 +83,9 @@ class BoundObjects:
 
     def _add(self, message: str, made: list[str], skip: int) -> None:
         used = sites.made_at(skip)
-        self.collector.add(Finding(
-            "LG01", message, where=made[:1] + [f"used again at {u}" for u in used[:1]],
-            details=[f"made from {m}" for m in made[1:]] + [f"used from {u}" for u in used[1:]]))
+        self.collector.add(Finding(  # where: the line that made it and the team's lines that led there
+            "LG01", message, where=made + [f"used again at {u}" for u in used[:1]],
+            details=[f"used from {u}" for u in used[1:]]))
 
     def _remember_transport(self, original):
         def __init__(transport, *args, **kwargs):

@@ -20,15 +20,23 @@ MAX_DEPTH = 14
 NOT_WALKED = (types.FrameType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
 
 
-def holding(target) -> list[str]:
-    """'module m', 'global `name`', then '.attribute', '[key]' ..., down to `target`; [] if no module holds it."""
+def holding(target) -> tuple[list[str], list[str]]:
+    """('module m', 'global `name`', then '.attribute', '[key]' ..., down to `target`), and where the objects on
+    the way were made (for those the guard saw made); ([], []) if no module holds it."""
     modules = [(name, m) for name, m in list(sys.modules.items()) if isinstance(m, types.ModuleType)]
     teams = [(n, m) for n, m in modules if sites.is_teams(getattr(m, "__file__", None) or "")]
     for group in (teams, modules):
         path = _search(target, group)
         if path:
-            return _describe(path, next(n for n, m in group if vars(m) is path[0]))
-    return []
+            made = [site for obj in path[1:] for site in _made_at(obj)[:1]]
+            return _describe(path, next(n for n, m in group if vars(m) is path[0])), made
+    return [], []
+
+
+def _made_at(obj) -> list[str]:
+    attrs = getattr(obj, "__dict__", None)
+    site = attrs.get("_loopkata_site") if isinstance(attrs, dict) else None
+    return list(site) if isinstance(site, list) else []
 
 
 def _search(target, modules) -> list:
@@ -76,8 +84,8 @@ def _step(holder, held, owner) -> str | None:
         for key, value in holder.items():
             if value is held:
                 if isinstance(key, str) and (is_attrs or owner is None or isinstance(owner, types.ModuleType)):
-                    return f".{key}  ({_name(held)})" if owner is not None else f"global `{key}`  ({_name(held)})"
-                return f"[{_key(key)}]  ({_name(held)})"
+                    return f".{key}  ({_said(held)})" if owner is not None else f"global `{key}`  ({_said(held)})"
+                return f"[{_key(key)}]  ({_said(held)})"
         if any(key is held for key in holder):
             return f"a key of it  ({_name(held)})"
         return f"[a key]  ({_name(held)})"
@@ -85,8 +93,13 @@ def _step(holder, held, owner) -> str | None:
         for i, value in enumerate(holder):
             if value is held:
                 return f"[{i}]  ({_name(held)})"
-    if getattr(holder, "__dict__", None) is held:
+    attrs = getattr(holder, "__dict__", None)
+    if attrs is held:
         return None  # the object's own attributes: named at the next step
+    if isinstance(attrs, dict):  # attributes kept inline (Python 3.11+): the object refers to them directly
+        for key, value in attrs.items():
+            if value is held:
+                return f".{key}  ({_said(held)})"
     if isinstance(holder, types.CellType):
         return "(a closure's cell)"
     if isinstance(holder, types.FunctionType):
@@ -95,6 +108,12 @@ def _step(holder, held, owner) -> str | None:
         if getattr(holder, slot, None) is held:
             return f".{slot}  ({_name(held)})"
     return f"-> {_name(holder)}"
+
+
+def _said(obj) -> str:
+    """The object's type, and the line that made it when the guard saw it made."""
+    made = _made_at(obj)
+    return f"{_name(obj)}, made at {made[0]}" if made else _name(obj)
 
 
 def _key(key) -> str:

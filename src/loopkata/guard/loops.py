@@ -109,18 +109,19 @@ class Loops:
             return []
         held = []
         for info, loop in alive[:-allowed or None]:  # the newest `allowed` may be a cache's last loop
-            chain = chains.holding(loop)
+            chain, made = chains.holding(loop)
             if chain:
-                held.append((info, chain))
+                held.append((info, chain, made))
         del alive
         if not held:
             return []  # held by nothing that outlives the test (a traceback's frames, a running thread)
-        info, chain = held[0]
+        info, chain, made = held[0]
         others = len(held) - 1
         return [Finding(
             "LG02",
             f"{len(held) + allowed} event loops made by this test are still alive after it "
             f"({allowed} allowed: a cache may keep the last one); event loop #{info.number}"
             + (f" and {others} more are" if others else " is") + f" held by {', '.join(chain[:2])}",
-            where=info.made_at, details=["held by:"] + [f"  {step}" for step in chain], test=test)]
+            where=[f"holding it: made at {m}" for m in made] + info.made_at,
+            details=["held by:"] + [f"  {step}" for step in chain], test=test)]
 

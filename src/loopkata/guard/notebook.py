@@ -51,7 +51,7 @@ def show(case, impl, *, deadline: float = DEADLINE) -> None:
         print()
         print(f"{f['code']} {KINDS[f['code']].name}: {_short(f['message'], bases)}")
         for w in f["where"]:
-            print(f"    {'' if w.startswith(('used ', 'taken ', 'waiting ')) else 'at '}{_short(w, bases)}")
+            print(f"    {'' if w.startswith(('used ', 'taken ', 'waiting ', 'holding ')) else 'at '}{_short(w, bases)}")
 
 
 def _short(text: str, bases: tuple[str, ...]) -> str:

@@ -11,7 +11,7 @@ from .findings import KINDS, Finding, kata_label
 def text(f: Finding) -> str:
     kind = f.kind
     lines = [f"{f.code} {kind.name}: {f.message}"]
-    lines += [f"    at {w}" if not w.startswith(("used ", "taken ", "waiting ")) else f"    {w}" for w in f.where]
+    lines += [f"    at {w}" if not w.startswith(("used ", "taken ", "waiting ", "holding ")) else f"    {w}" for w in f.where]
     lines += [f"    {d}" for d in f.details]
     lines.append(f"    taught by {kata_label(kind)}")
     return "\n".join(lines)

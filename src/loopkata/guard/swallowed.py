@@ -51,6 +51,7 @@ class Swallowed:
     def __init__(self, collector: Collector, patches: Patches):
         self.collector, self.patches = collector, patches
         self.watched: OrderedDict[int, Gathered] = OrderedDict()  # id(exception) -> what names it
+        self.settled: OrderedDict[int, type] = OrderedDict()  # exceptions already logged with their traceback
         self._lock = threading.Lock()
 
     def install(self) -> None:
@@ -61,6 +62,7 @@ class Swallowed:
     def forget(self) -> None:
         with self._lock:
             self.watched.clear()
+            self.settled.clear()
 
     def _gather(self, original):
         watch, collector = self._watch, self.collector
@@ -79,6 +81,8 @@ class Swallowed:
             return
         for outcome in future.result():
             if isinstance(outcome, BaseException):
+                if self.settled.get(id(outcome)) is type(outcome):
+                    continue  # logged with its traceback where it was caught, before gather handed it back
                 seen = Gathered(type(outcome), str(outcome), where, tuple(sites.raised_at(outcome)))
                 with self._lock:
                     self.watched[id(outcome)] = seen
@@ -89,7 +93,7 @@ class Swallowed:
         guard = self
 
         def _log(logger, level, msg, args, exc_info=None, *rest, **kwargs):
-            if guard.watched:
+            if exc_info or guard.watched:
                 guard.collector.safely(guard._seen, msg, args, exc_info)
             return original(logger, level, msg, args, exc_info, *rest, **kwargs)
         return _log
@@ -101,9 +105,12 @@ class Swallowed:
         elif isinstance(attached, tuple):
             attached = attached[1] if len(attached) > 1 else None
         with self._lock:
-            if isinstance(attached, BaseException) and id(attached) in self.watched \
-                    and self.watched[id(attached)].kind is type(attached):
-                del self.watched[id(attached)]
+            if isinstance(attached, BaseException):
+                self.settled[id(attached)] = type(attached)
+                while len(self.settled) > KEPT:
+                    self.settled.popitem(last=False)
+                if id(attached) in self.watched and self.watched[id(attached)].kind is type(attached):
+                    del self.watched[id(attached)]
                 return
             values = args.values() if isinstance(args, dict) else (args if isinstance(args, tuple) else (args,))
             named = None
