@@ -76,7 +76,8 @@ class CeleryQueues:
                 queues = sorted(sender.app.amqp.queues.consume_from)
             except Exception:  # noqa: BLE001 - nothing to judge by
                 return
-        seen = {"queues": queues, "command": command or shlex.join(sys.argv), "pid": os.getpid()}
+        program = [os.path.basename(sys.argv[0]), *sys.argv[1:]] if sys.argv else []  # no machine's paths
+        seen = {"queues": queues, "command": command or shlex.join(program), "pid": os.getpid()}
         self.workers[id(sender)] = seen
         self.recent.append(seen)
         if self.share is not None:  # a guarded child: tell the parent at once, not at exit (a worker is often killed)

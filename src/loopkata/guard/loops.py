@@ -76,7 +76,7 @@ class Loops:
             sys.set_coroutine_origin_tracking_depth(ORIGIN_DEPTH)  # this thread's coroutines too
         self.count += 1
         number = self.count
-        info = LoopInfo(number, sites.made_at(3), self.collector.current if self.charging else "",
+        info = LoopInfo(number, sites.made_at(3, pythons_own=False), self.collector.current if self.charging else "",
                         weakref.ref(loop, lambda _ref, n=number: self.infos.pop(n, None)))
         self.infos[number] = info
         loop._loopkata_info = info  # on the loop itself: a collected cycle loses its weak references first

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..model import catalogue
 from .findings import KINDS
 
 DEADLINE = 180  # seconds: a case that starts a database or a worker takes a few
@@ -27,6 +28,10 @@ def show(case, impl, *, deadline: float = DEADLINE) -> None:
     with tempfile.TemporaryDirectory(prefix="loopkata-guard-show-") as tmp:
         report = Path(tmp) / "report.json"
         env = {**os.environ, "LOOPKATA_GUARD_CASE_IMPL": str(impl), "TMPDIR": tmp}
+        try:  # the case runs in a folder of its own: the services it starts keep their data in the project's
+            env.setdefault("LOOPKATA_ROOT", str(catalogue.project_root()))
+        except catalogue.CatalogueError:
+            pass
         command = [sys.executable, "-m", "pytest", "-p", "loopkata.guard", "--loopkata-guard=warn",
                    f"--loopkata-guard-report={report}", "-p", "no:cacheprovider", "-o", "addopts=", "-q",
                    "-p", "no:randomly", str(case)]
@@ -42,7 +47,7 @@ def show(case, impl, *, deadline: float = DEADLINE) -> None:
             return
         findings = json.loads(report.read_text())["findings"]
     verdict = next((line for line in reversed(ran.stdout.splitlines()) if " in " in line and
-                    ("passed" in line or "failed" in line)), "").split(" in ")[0]
+                    any(word in line for word in ("passed", "failed", "error"))), "").split(" in ")[0]
     print(f"$ pytest -p loopkata.guard {case.name}    (the code under test: {impl.name})")
     print(f"the team's tests: {verdict or 'no verdict'}; the guard: "
           f"{len(findings)} finding{'s' if len(findings) != 1 else ''}")

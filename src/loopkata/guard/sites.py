@@ -14,22 +14,30 @@ import types
 _STDLIB = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
 _GUARD = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _INSTALLED = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
-_BUILTIN = ("<frozen ",)  # code run by -c or exec ("<string>") is the team's
+_BUILTIN = ("<frozen ",)
+_TYPED_IN = ("<string>", "<stdin>", "<ipython-input")  # -c, exec, a notebook's cells: the team's
 _ENVIRONMENT = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix)})  # a venv's bin/pytest
 
 Frame = tuple[str, int, str]  # (file, line, function)
 
-_kinds: dict[str, int] = {}  # filename -> 0 the team's, 1 installed package, 2 Python's or the guard's
+_kinds: dict[str, int] = {}  # filename -> 0 the team's, 1 an installed package's, 2 Python's or the guard's,
+# 3 code generated at run time by a library
 
 
 def _kind(filename: str) -> int:
     kind = _kinds.get(filename)
     if kind is None:
         real = os.path.realpath(filename) if not filename.startswith("<") else filename
-        if real.startswith(_GUARD) or real.startswith(_STDLIB) or filename.startswith(_BUILTIN):
+        if real.startswith(_GUARD) or filename.startswith(_BUILTIN):
             kind = 2
-        elif any(part in real for part in _INSTALLED) or real.startswith(_ENVIRONMENT):
-            kind = 1
+        elif filename.startswith("<") and not filename.startswith(_TYPED_IN):
+            kind = 3  # code a library generated ("<sqlalchemy generated ... wrapper>"): a line of no file
+        elif any(part in real for part in _INSTALLED):  # before the stdlib: a venv's site-packages is inside
+            kind = 1                                      # what sysconfig calls its platstdlib
+        elif real.startswith(_STDLIB):
+            kind = 2
+        elif real.startswith(_ENVIRONMENT):
+            kind = 1  # a venv's bin/pytest
         else:
             kind = 0
         _kinds[filename] = kind
@@ -52,8 +60,8 @@ def here(skip: int = 1, depth: int = 40) -> list[Frame]:
 
 def ours(frames: list[Frame], limit: int = 3) -> list[Frame]:
     """Of `frames` (innermost first), the innermost `limit` of the team's own; else of installed packages;
-    else whatever there is outside Python and the guard."""
-    for wanted in (0, 1):
+    else of code they generated; else whatever there is outside the guard."""
+    for wanted in (0, 1, 3):
         picked = [f for f in frames if _kind(f[0]) == wanted]
         if picked:
             return picked[:limit]
@@ -61,7 +69,12 @@ def ours(frames: list[Frame], limit: int = 3) -> list[Frame]:
 
 
 def show(frame: Frame) -> str:
+    """'file:line in function': an installed package's file from its package folder (sqlalchemy/pool/base.py),
+    any other relative to the current folder where it is below it."""
     file, line, func = frame
+    for part in _INSTALLED:
+        if part in file:
+            return f"{file.split(part, 1)[1]}:{line} in {func}"
     try:
         rel = os.path.relpath(file)
         file = rel if not rel.startswith("..") else file
@@ -70,9 +83,13 @@ def show(frame: Frame) -> str:
     return f"{file}:{line} in {func}"
 
 
-def made_at(skip: int = 1, limit: int = 3) -> list[str]:
-    """'file:line in function' of the team's lines that led here, innermost first."""
-    return [show(f) for f in ours(here(skip + 1), limit)]
+def made_at(skip: int = 1, limit: int = 3, pythons_own: bool = True) -> list[str]:
+    """'file:line in function' of the team's lines that led here, innermost first; without `pythons_own`,
+    [] where no line outside Python's own library led here (a loop uvicorn's asyncio made, say)."""
+    frames = ours(here(skip + 1), limit)
+    if not pythons_own:
+        frames = [f for f in frames if _kind(f[0]) != 2]
+    return [show(f) for f in frames]
 
 
 def raised_at(exc: BaseException) -> list[str]:
