@@ -1,6 +1,6 @@
 """For a notebook's "Keeping it out" section: a team's test run under the guard, out of the kernel.
 
-`show(case, impl)` runs `python -m pytest -p loopkata.guard` on the test file
+`show_guarded(case, impl)` runs `python -m pytest -p loopkata.guard` on the test file
 `case`, with the code under test at `impl` (LOOPKATA_GUARD_CASE_IMPL), in a
 child process with a hard deadline, and prints what the guard found. Paths are
 printed relative to the folders of `case` and `impl`, so the output is the same
@@ -23,11 +23,12 @@ from .findings import KINDS
 DEADLINE = 180  # seconds: a case that starts a database or a worker takes a few
 
 
-def show(case, impl, *, deadline: float = DEADLINE) -> None:
+def show_guarded(case, impl, *, deadline: float = DEADLINE) -> None:
     case, impl = Path(case).resolve(), Path(impl).resolve()
     with tempfile.TemporaryDirectory(prefix="loopkata-guard-show-") as tmp:
         report = Path(tmp) / "report.json"
-        env = {**os.environ, "LOOPKATA_GUARD_CASE_IMPL": str(impl), "TMPDIR": tmp}
+        env = {**os.environ, "LOOPKATA_GUARD_CASE_IMPL": str(impl), "TMPDIR": tmp,
+               "PY_COLORS": "0", "NO_COLOR": "1"}  # a kernel's environment may ask for colours
         try:  # the case runs in a folder of its own: the services it starts keep their data in the project's
             env.setdefault("LOOPKATA_ROOT", str(catalogue.project_root()))
         except catalogue.CatalogueError:

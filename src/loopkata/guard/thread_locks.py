@@ -92,7 +92,7 @@ class ThreadLocks:
         self.collector.safely(self._describe, lock)
 
     def _describe(self, lock: OwnedLock) -> None:
-        asked = sites.made_at(5)
+        asked = sites.made_at(1)  # the guard's own frames are left out: the first is the line that asked again
         self.collector.add(Finding(
             "LG05",
             f"a thread asks for a threading.Lock it holds itself (taken at "
