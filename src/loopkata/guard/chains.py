@@ -4,7 +4,8 @@ A breadth-first walk down from the modules' globals (the team's modules first,
 then every other) finds the nearest path to the object. Frames, generators and
 coroutines are not walked into: what a running function holds is not what LG02
 is about, and on Python 3.12 reading the references of an executing frame can
-read past its stack and never return.
+read past its stack and never return. Nor are module objects (each module's
+globals are a start of the walk already).
 """
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import weakref
 from . import sites
 
 MAX_DEPTH = 14
-NOT_WALKED = (types.FrameType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+# Modules are where the walk starts, never a step of it: on Python 3.12 the references of the _asyncio module
+# object include freed iterators of its freelist, and reading them can spin or abort.
+NOT_WALKED = (types.FrameType, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType, types.ModuleType)
 
 
 def holding(target) -> tuple[list[str], list[str]]:
