@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,8 +44,12 @@ def show_guarded(case, impl, *, deadline: float = DEADLINE) -> None:
             print(f"The guarded run of {case.name} did not finish within {deadline:g} s and was stopped.")
             return
         if not report.exists():
-            tail = "\n".join((ran.stdout + ran.stderr).strip().splitlines()[-5:])
-            print(f"The guarded run of {case.name} ended ({ran.returncode}) without a report:\n{tail}")
+            if ran.returncode < 0:  # a crash leaves nothing worth showing but its signal
+                print(f"The guarded run of {case.name} was ended by {signal.Signals(-ran.returncode).name} "
+                      "before the guard could write its report.")
+            else:
+                tail = "\n".join((ran.stdout + ran.stderr).strip().splitlines()[-5:])
+                print(f"The guarded run of {case.name} ended ({ran.returncode}) without a report:\n{tail}")
             return
         findings = json.loads(report.read_text())["findings"]
     verdict = next((line for line in reversed(ran.stdout.splitlines()) if " in " in line and
@@ -53,11 +58,15 @@ def show_guarded(case, impl, *, deadline: float = DEADLINE) -> None:
     print(f"the team's tests: {verdict or 'no verdict'}; the guard: "
           f"{len(findings)} finding{'s' if len(findings) != 1 else ''}")
     bases = (str(impl.parent) + os.sep, str(case.parent) + os.sep)
+    shown: dict[tuple, int] = {}  # the same finding from several tests is printed once, with its count
     for f in findings:
+        key = (f["code"], _short(f["message"], bases), tuple(_short(w, bases) for w in f["where"]))
+        shown[key] = shown.get(key, 0) + 1
+    for (code, message, where), times in shown.items():
         print()
-        print(f"{f['code']} {KINDS[f['code']].name}: {_short(f['message'], bases)}")
-        for w in f["where"]:
-            print(f"    {'' if w.startswith(('used ', 'taken ', 'waiting ', 'holding ')) else 'at '}{_short(w, bases)}")
+        print(f"{code} {KINDS[code].name}: {message}" + (f"  ({times} times)" if times > 1 else ""))
+        for w in where:
+            print(f"    {'' if w.startswith(('used ', 'taken ', 'waiting ', 'holding ')) else 'at '}{w}")
 
 
 def _short(text: str, bases: tuple[str, ...]) -> str:
