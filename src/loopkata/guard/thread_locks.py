@@ -30,10 +30,10 @@ class OwnedLock:
 
     def __init__(self, made_at: list[str], report):
         self._lock, self._owner, self._made_at, self._taken_at, self._report = (
-            _thread.allocate_lock(), None, made_at, [], report)  # _taken_at: ["file:line in function"]
+            _thread.allocate_lock(), None, made_at, None, report)  # _taken_at: (file, line, function)
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        me = threading.get_ident()
+        me = _thread.get_ident()
         if blocking and timeout < 0 and self._owner == me:
             got = self._lock.acquire(False)  # released meanwhile by another thread: then it is free
             if not got:
@@ -41,15 +41,19 @@ class OwnedLock:
                 raise LockWaitsOnItself(
                     "this thread already holds this threading.Lock (made at "
                     f"{self._made_at[0] if self._made_at else '?'}, taken at "
-                    f"{self._taken_at[0] if self._taken_at else '?'}): waiting for it would never end "
+                    f"{(self.taken_at() or ['?'])[0]}): waiting for it would never end "
                     "(loopkata guard, LG05)")
         else:
             got = self._lock.acquire(blocking, timeout)
         if got:
             self._owner = me
-            f = sys._getframe(1)  # cheap: only the caller, shown when a finding needs it
-            self._taken_at = [sites.show((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))]
+            f = sys._getframe(1)  # cheap: only the caller, formatted when a finding needs it
+            self._taken_at = (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
         return got
+
+    def taken_at(self) -> list[str]:
+        """Where its holder took it, as a finding shows a line (nothing when it was never taken)."""
+        return [sites.show(self._taken_at)] if self._taken_at else []
 
     def release(self) -> None:
         self._lock.release()
@@ -96,7 +100,7 @@ class ThreadLocks:
         self.collector.add(Finding(
             "LG05",
             f"a thread asks for a threading.Lock it holds itself (taken at "
-            f"{lock._taken_at[0] if lock._taken_at else '?'}): the wait can never end, and every thread or process "
+            f"{(lock.taken_at() or ['?'])[0]}): the wait can never end, and every thread or process "
             "waiting behind it stops too; make the inner call not take the lock again, or use an RLock",
-            where=asked[:1] + [f"taken first at {t}" for t in lock._taken_at],
+            where=asked[:1] + [f"taken first at {t}" for t in lock.taken_at()],
             details=[f"asked again at {a}" for a in asked] + [f"the lock was made at {m}" for m in lock._made_at]))
