@@ -16,10 +16,11 @@ import contextlib
 import gc
 import importlib.util
 import itertools
+import json
 import os
 import sys
 import threading
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,25 @@ def load(path: Path):
         spec.loader.exec_module(module)
         _loaded[path] = module
     return _loaded[path]
+
+
+class JSONService(BaseHTTPRequestHandler):
+    """A stand-in for a team's upstream service: each POST's JSON body in, `answer(body)` out as JSON."""
+
+    def answer(self, request: dict) -> dict:
+        raise NotImplementedError
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = json.dumps(self.answer(request)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
 
 
 @contextlib.contextmanager

@@ -3,12 +3,9 @@
 A Lambda container calls `handler` again and again in one process; each call
 is one asyncio.run, on a new event loop.
 """
-import json
-from http.server import BaseHTTPRequestHandler
-
 import pytest
 
-from conftest import http_server
+from conftest import JSONService, http_server
 
 # The bug: get_session() keeps one session in a module global and rebuilds it when id(loop) changes; no
 # session is ever closed, and a new loop that gets a dead loop's id is handed the dead loop's session.
@@ -17,18 +14,9 @@ BUG = [("02_loop_id_reuse.py", "get_session")]
 CATEGORIES = {"coffee": "meals", "taxi": "travel", "paper": "office"}
 
 
-class ToolServer(BaseHTTPRequestHandler):
-    def do_POST(self):
-        text = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["text"]
-        body = json.dumps({"category": CATEGORIES.get(text, "other")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+class ToolServer(JSONService):
+    def answer(self, request):
+        return {"category": CATEGORIES.get(request["text"], "other")}
 
 
 @pytest.fixture

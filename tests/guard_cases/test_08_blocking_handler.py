@@ -3,16 +3,14 @@
 The stand-in answers each completion after MODEL_SECONDS, as the real model
 takes its time; the app is served on 127.0.0.1 from a thread of the test.
 """
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
 import uvicorn
 
-from conftest import http_server, submodule
+from conftest import JSONService, http_server, submodule
 
 # The bug: create_draft is an async def endpoint that calls the synchronous model client, so the model's
 # slow answer holds the event loop and every other request of the worker (/health included) waits.
@@ -21,19 +19,10 @@ BUG = [("app.py", "create_draft")]
 MODEL_SECONDS = 0.25
 
 
-class ModelAPI(BaseHTTPRequestHandler):
-    def do_POST(self):
-        prompt = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["prompt"]
+class ModelAPI(JSONService):
+    def answer(self, request):
         time.sleep(MODEL_SECONDS)
-        body = json.dumps({"text": f"Dear customer, about {prompt!r}: thank you."}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        return {"text": f"Dear customer, about {request['prompt']!r}: thank you."}
 
 
 @pytest.fixture
