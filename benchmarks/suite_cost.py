@@ -47,6 +47,7 @@ GROUPS = [
     ("services", "tests.test_services"),
     ("room", "tests.test_room"),
     ("scan", "tests.test_scan"),
+    ("guard", "tests.test_guard"),  # test_guard and test_guard_katas
     ("state", "tests.test_state"),
     ("grader", "tests.test_grader"),
     ("diagnosis", "tests.test_diagnosis"),
