@@ -7,6 +7,9 @@ project's own suite (pyproject.toml's norecursedirs): only run guarded.
 import asyncio
 import gc
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -145,6 +148,43 @@ def test_clean_sleep_in_a_thread():
         await asyncio.to_thread(time.sleep, 0.2)
 
     asyncio.run(handler())
+
+
+def spin(seconds: float) -> None:
+    """Keep this thread on a CPU for `seconds` of its own CPU time, however long that takes on the clock."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_LG04_computing_on_the_loop():
+    async def handler():
+        spin(0.4)  # the bug: a long computation in a callback holds the loop as surely as a blocking call
+
+    asyncio.run(handler())
+
+
+def test_clean_a_loop_waiting_for_a_busy_cpu():
+    """Short callbacks (40 ms of CPU each) on a loop whose CPU three other processes keep busy: each takes
+    about four times as long on the clock, waiting for its turn on the CPU, and none holds the loop."""
+    cpu = min(os.sched_getaffinity(0))
+    mine = os.sched_getaffinity(0)
+    burn = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(3)]
+    try:
+        os.sched_setaffinity(0, {cpu})  # this thread only (Linux): the guard's monitor runs where it likes
+
+        async def handler():
+            for _ in range(5):
+                spin(0.04)
+                await asyncio.sleep(0)
+
+        asyncio.run(handler())
+    finally:
+        os.sched_setaffinity(0, mine)
+        for burner in burners:
+            burner.kill()
+            burner.wait()
 
 
 # --- LG05: a thread asks for a lock it holds ---------------------------------------------------

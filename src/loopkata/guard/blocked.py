@@ -5,6 +5,12 @@ monitor thread looks at every running loop a few times per threshold. A loop
 outside `select()` whose turn has not changed since the monitor first saw it
 busy, a threshold ago or more, is blocked now: its thread's stack is sampled
 then, so the finding shows the line that holds the loop, not the line after.
+
+Time the loop's thread spent waiting for a CPU does not count (Linux's
+schedstat of that thread): on a busy machine a short callback can take long on
+the clock without holding the loop any longer than it would on an idle one, and
+the verdict must not depend on the machine's load. Time on a CPU and time
+asleep in a blocking call both count.
 """
 from __future__ import annotations
 
@@ -18,13 +24,25 @@ from .findings import Collector, Finding
 
 
 class Beat:
-    __slots__ = ("busy_since", "finding", "in_select", "seen_busy", "seen_turn", "thread", "turn")
+    __slots__ = ("busy_since", "finding", "in_select", "native", "seen_busy", "seen_turn", "seen_waited", "thread",
+                 "turn")
 
     def __init__(self) -> None:
-        self.turn, self.in_select, self.thread = 0, True, None
+        self.turn, self.in_select, self.thread, self.native = 0, True, None, None
         self.busy_since = 0.0
         self.finding = None  # the finding of the block in progress
-        self.seen_busy, self.seen_turn = None, -1  # the monitor's own first sight of this turn busy
+        # the monitor's own first sight of this turn busy: when, and how long the thread had waited for a CPU
+        self.seen_busy, self.seen_turn, self.seen_waited = None, -1, 0.0
+
+
+def waited_for_cpu(native_id: int | None) -> float:
+    """Seconds the thread has spent runnable but waiting for a CPU since it started (0 where Linux's
+    schedstat cannot be read: then the clock alone decides)."""
+    try:
+        with open(f"/proc/self/task/{native_id}/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 class BlockedLoops:
@@ -42,7 +60,8 @@ class BlockedLoops:
         finished, collector = self._finished, self.collector
 
         def select(timeout=None):
-            beat.thread = threading.get_ident()
+            if beat.thread != (ident := threading.get_ident()):
+                beat.thread, beat.native = ident, threading.get_native_id()
             if beat.finding is not None:
                 collector.safely(finished, beat)
             beat.in_select = True
@@ -57,7 +76,7 @@ class BlockedLoops:
         self.beats[info.number] = (weakref.ref(loop, lambda _r, n=info.number: self.beats.pop(n, None)), beat)
 
     def _finished(self, beat: Beat) -> None:
-        held = time.monotonic() - beat.busy_since
+        held = time.monotonic() - beat.busy_since - (waited_for_cpu(beat.native) - beat.seen_waited)
         f, beat.finding = beat.finding, None
         f.message = f.message.replace("for more than", f"for {held * 1000:.0f} ms, more than", 1)
 
@@ -81,9 +100,11 @@ class BlockedLoops:
                     continue
                 if beat.seen_turn != beat.turn:  # a new turn: start counting from now, by this thread's clock
                     beat.seen_turn, beat.seen_busy = beat.turn, now
+                    beat.seen_waited = waited_for_cpu(beat.native)
                     continue
                 if beat.finding is None and now - beat.seen_busy >= self.threshold and not beat.in_select \
-                        and beat.seen_turn == beat.turn:
+                        and beat.seen_turn == beat.turn \
+                        and now - beat.seen_busy - (waited_for_cpu(beat.native) - beat.seen_waited) >= self.threshold:
                     self.collector.safely(self._report, loop, beat, now)
                 del loop
 
