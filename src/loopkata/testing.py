@@ -1,15 +1,17 @@
 """The public entry point for hidden tests: run a learner's code with a hang guard.
 
-    from loopkata.testing import Hang, run_bounded, hang_after, describe_frames, where_stuck, loops_alive
+    from loopkata.testing import Hang, run_bounded, hang_after, describe_frames, where_stuck, loops_alive, Deadline
 
 Kata authors import from here; the engine's own modules import from loopkata.grading,
 where these live (bounded: the guard; hangs: where a scenario is stuck; frames: the
-learner's lines of a stack).
+learner's lines of a stack; cpu_wait: a Deadline that a busy machine moves back, for every
+wait a right fix must finish within).
 """
 from .grading.bounded import DEFAULT_HANG_AFTER, POLL_SECONDS, Hang, Interrupted, hang_after, loops_alive, run_bounded
+from .grading.cpu_wait import Deadline
 from .grading.frames import describe_frames, impl_root, is_learner_file
 from .grading.hangs import where_stuck
 from .model.paths import display_path
 
-__all__ = ["DEFAULT_HANG_AFTER", "POLL_SECONDS", "Hang", "Interrupted", "hang_after", "loops_alive", "run_bounded",
+__all__ = ["Deadline", "DEFAULT_HANG_AFTER", "POLL_SECONDS", "Hang", "Interrupted", "hang_after", "loops_alive", "run_bounded",
            "describe_frames", "impl_root", "is_learner_file", "where_stuck", "display_path"]

@@ -30,7 +30,7 @@ from typing import Self
 import httpx
 import uvicorn
 
-from loopkata.testing import describe_frames
+from loopkata.testing import Deadline, describe_frames
 
 # --- the draft ------------------------------------------------------------------
 
@@ -318,13 +318,14 @@ def is_comment(frame: str) -> bool:
 
 
 def read_stream(url: str, *, deadline: float, leave=None, silence: float | None = None) -> Reading:
-    """GET `url` and read its event stream until it ends, for at most `deadline` seconds.
+    """GET `url` and read its event stream until it ends, for at most `deadline` seconds (plus the
+    time a busy machine keeps this process, the server's, waiting for a CPU meanwhile).
 
     `leave(reading)`, if given, is asked after every frame: True closes the
     connection there (a client going away mid-stream). The client stops waiting
     after `silence` seconds without a byte (default: `deadline`).
     """
-    started = time.monotonic()
+    started, until = time.monotonic(), Deadline(deadline)
     reading = Reading(started=started)
     timeout = httpx.Timeout(5.0, read=silence or deadline)
     try:
@@ -353,7 +354,7 @@ def read_stream(url: str, *, deadline: float, leave=None, silence: float | None 
                     if leave is not None and leave(reading):
                         reading.ended, reading.ended_at = "left", time.monotonic() - started
                         return reading
-                if now > deadline:
+                if until.passed():
                     reading.ended, reading.ended_at = "deadline", time.monotonic() - started
                     return reading
             reading.ended = "complete"

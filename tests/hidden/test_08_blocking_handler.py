@@ -24,7 +24,7 @@ import httpx
 from fastapi.routing import APIRoute, iter_route_contexts  # included routers stay wrapped in app.routes
 
 from blocking_handler_harness import NO_TLS, AccessLines, LoggedTracebacks, ModelAPI, draft_for, served
-from loopkata.testing import hang_after
+from loopkata.testing import Deadline, hang_after
 
 # A liveness probe waits 1 s by default (Kubernetes' timeoutSeconds). The model holds every call
 # until the probes are done, so an event loop held by a call gives no answer at all, however long
@@ -212,10 +212,10 @@ def test_health_answers_while_every_thread_is_held(kata):
     )
 
 
-def wait_for_line(log: AccessLines, request_id: str, status: str, seconds: float) -> list[str]:
-    """The request's lines once one names `status`, or its lines after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+def wait_for_line(log: AccessLines, request_id: str, status: str, within: Deadline | float) -> list[str]:
+    """The request's lines once one names `status`, or its lines once `within` (a Deadline, or seconds) has passed."""
+    deadline = within if isinstance(within, Deadline) else Deadline(within)
+    while not deadline.passed():
         mine = log.of(request_id)
         if any(status in AccessLines.statuses(line) for line in mine):
             return mine
@@ -287,8 +287,8 @@ def test_hung_requests_show_in_the_access_log(kata):
                     f"expected the hung request {c.request_id} to answer 200 once the model answered, it got "
                     f"{c.said()} ({how})"
                 )
-            deadline = time.monotonic() + LINE_WITHIN  # one wait for all of them, not one each
-            ended = {rid: wait_for_line(log, rid, "200", deadline - time.monotonic()) for rid in rids}
+            deadline = Deadline(LINE_WITHIN)  # one wait for all of them, not one each
+            ended = {rid: wait_for_line(log, rid, "200", deadline) for rid in rids}
     for rid, mine in ended.items():
         assert any("200" in AccessLines.statuses(line) for line in mine), (
             f"expected a completion line naming status 200 once the hung request {rid} had answered, but the "
@@ -330,8 +330,8 @@ def test_a_request_waiting_for_a_free_thread_has_an_arrival_line(kata):
                                   QUEUED_WITHIN + 30))
                 # Then the request shows either by its line, or by waiting for a thread: a line written as it
                 # came in is there before it waits for anything.
-                deadline, waiting = time.monotonic() + QUEUED_WITHIN, 0
-                while not (mine := log.of(queued)) and time.monotonic() < deadline:
+                deadline, waiting = Deadline(QUEUED_WITHIN), 0
+                while not (mine := log.of(queued)) and not deadline.passed():
                     waiting = server.threads_waiting()
                     if waiting:
                         mine = log.of(queued)
@@ -377,16 +377,16 @@ def test_a_request_whose_body_never_finishes_has_an_arrival_line(kata):
                 client.sendall(head + body[:sent])
                 # The request shows either by its line, or by the app waiting for the rest of its body: a
                 # line written as it came in is there before anything waits for the body.
-                deadline, reading = time.monotonic() + QUEUED_WITHIN, False
-                while not (mine := log.of(rid)) and time.monotonic() < deadline:
+                deadline, reading = Deadline(QUEUED_WITHIN), False
+                while not (mine := log.of(rid)) and not deadline.passed():
                     reading = server.reading_body(rid)
                     if reading:
                         mine = log.of(rid)
                         break
                     time.sleep(0.005)
             # The client has given up and closed its connection: let the server finish with the request.
-            deadline = time.monotonic() + hang_after() + 2
-            while not server.ended(rid) and time.monotonic() < deadline:
+            deadline = Deadline(hang_after() + 2)
+            while not server.ended(rid) and not deadline.passed():
                 time.sleep(0.005)
     assert mine, (
         f"expected an arrival line for {rid} as soon as its headers had arrived, but "
@@ -410,8 +410,8 @@ def test_a_request_whose_handler_raises_gets_a_completion_line(kata):
             )
             status = str(call.response.status_code)
             mine = wait_for_line(log, rid, status, LINE_WITHIN)  # at once when the line is written at all
-            deadline = time.monotonic() + LINE_WITHIN  # the server logs the error just after it has answered
-            while not errors.naming("ModelError", "503") and time.monotonic() < deadline:
+            deadline = Deadline(LINE_WITHIN)  # the server logs the error just after it has answered
+            while not errors.naming("ModelError", "503") and not deadline.passed():
                 time.sleep(0.01)
     assert any(status in AccessLines.statuses(line) for line in mine), (
         f"expected a completion line naming status {status} for the request whose handler raised (the model "

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 
+from .cpu_wait import Deadline
 from .hangs import Watch, cpu_seconds, in_select, where_stuck
 
 DEFAULT_HANG_AFTER = 1.0
@@ -43,7 +44,8 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
     """Call fn(*args, **kwargs) on a daemon thread; return its result or raise.
 
     Raises Hang if it is still running after `seconds` (default: the kata's
-    hang_after), or as soon as it can be seen that it can never finish (an
+    hang_after) plus the time this process's threads waited for a CPU meanwhile
+    (cpu_wait: a busy machine is not the code's fault), or as soon as it can be seen that it can never finish (an
     event loop with nothing left that could wake it; a thread waiting for a
     threading.Lock it holds itself). Pending asyncio tasks of a stuck loop are
     cancelled so the thread can end; an event loop thread that spun inside one
@@ -68,8 +70,9 @@ def run_bounded(fn, *args, what: str = "the scenario", seconds: float | None = N
     started = time.monotonic()
     thread.start()
     watch, certain, known = Watch(thread), False, ""
-    while thread.is_alive() and time.monotonic() - started < seconds:
-        thread.join(min(POLL_SECONDS, max(seconds - (time.monotonic() - started), 0)))
+    deadline = Deadline(seconds)
+    while thread.is_alive() and not deadline.passed():
+        thread.join(min(POLL_SECONDS, max(deadline.left(), 0)))
         known = stuck() if stuck is not None and thread.is_alive() else ""
         if thread.is_alive() and (known or watch.certainly_stuck()):
             certain = True

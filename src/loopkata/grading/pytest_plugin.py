@@ -51,7 +51,8 @@ def pytest_configure(config):
     if stacks and deadline > 0:
         # Just before the grader kills us for running out of time, every
         # thread's stack goes to a file the grader reads back.
-        dump_stacks_later(max(deadline - time.time() - 0.5, 0.1), int(stacks))
+        dump_stacks_later(max(deadline - time.time() - 0.5, 0.1), int(stacks),
+                          moved_by=os.environ.get("LOOPKATA_DEADLINE_FILE", ""))
 
 
 def _write(record: dict) -> None:

@@ -24,6 +24,7 @@ from .. import services
 from ..model import catalogue
 from ..model.catalogue import Kata
 from ..model.paths import display_path
+from .cpu_wait import STRETCH_CAP
 from .frames import describe_frames
 from .impl_checks import impl_problem, syntax_problem
 from .repro import plain_env
@@ -55,6 +56,7 @@ class CheckResult:
     problem: str = ""
     seconds: float = 0.0
     notice: str = ""  # said after the tests: e.g. processes the code under test left running
+    waited_for_cpu: float = 0.0  # seconds the budget was moved back: a busy machine kept the check waiting for a CPU
 
     @property
     def passed(self) -> bool:
@@ -206,8 +208,10 @@ def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple
             "LOOPKATA_STACKS_FD": str(stacks_fd),
             "LOOPKATA_PASS_FDS": f"{results_fd},{stacks_fd}",
             "LOOPKATA_BUDGET": str(kata.budget_seconds),
-            # the stacks are dumped half a second before the supervisor's deadline
+            # the stacks are dumped half a second before the supervisor's deadline, which it
+            # moves back by the time a busy machine keeps the check waiting for a CPU
             "LOOPKATA_DEADLINE": str(time.time() + kata.budget_seconds),
+            "LOOPKATA_DEADLINE_FILE": str(tmp / "deadline"),
             "LOOPKATA_HANG_AFTER": str(kata.hang_after),
             "LOOPKATA_MEMORY": str(_memory_cap(kata)),
             # a temporary folder of the check's own, removed with everything in it when it ends
@@ -237,7 +241,7 @@ def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple
             )
             try:
                 # The supervisor keeps the deadline; this wait is only a backstop.
-                supervisor.wait(timeout=kata.budget_seconds + 10)
+                supervisor.wait(timeout=kata.budget_seconds * STRETCH_CAP + 10)
             except subprocess.TimeoutExpired:
                 _stop(supervisor)
             except BaseException:  # Ctrl-C: stop the check and everything it started, then go
@@ -300,6 +304,7 @@ def _grade(kata: Kata, impl: Path, until_failed: bool) -> tuple[CheckResult, dic
         stacks = _rename(_dumped_stacks(stacks, graded), names)  # reads the copy's lines
     result.tests = _results(kata, expected, records, stacks, names, output)
     ended = next((r for r in records if r.get("event") == "exit"), {})
+    result.waited_for_cpu = float(ended.get("cpu_wait_allowed") or 0)
     if ended.get("left_behind"):
         n = ended["left_behind"]
         result.notice = (f"The code under test left {n} process{'es' if n > 1 else ''} running when the tests "
@@ -362,7 +367,10 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
     if stuck is not None and stuck.outcome == NOT_RUN:
         if ended.get("stopped") == "timed out" or not ended:
             stuck.outcome, stuck.stacks = HANG, stacks
-            stuck.message = f"The whole check ran out of its {kata.budget_seconds:g} s budget here: it is stuck."
+            waited = float(ended.get("cpu_wait_allowed") or 0)
+            busy = (f" (and {waited:g} s more, the time a busy machine kept it waiting for a CPU)"
+                    if waited >= 1 else "")
+            stuck.message = f"The whole check ran out of its {kata.budget_seconds:g} s budget{busy} here: it is stuck."
         elif ended.get("stopped") == "memory":
             stuck.outcome = ERROR
             stuck.message = (

@@ -22,6 +22,7 @@ import time
 import traceback
 
 FALLBACK_AFTER = 0.2  # s after the safe dump: faulthandler's turn, only if the safe one never ran
+FOLLOW_EVERY = 0.25  # s between two reads of a deadline that can move
 
 
 def format_stacks(skip: int | None = None) -> str:
@@ -39,18 +40,35 @@ def format_stacks(skip: int | None = None) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-def dump_stacks_later(seconds: float, fd: int) -> None:
-    """In `seconds`, write every thread's stack (but the watchdog's own) to file descriptor `fd`."""
+def dump_stacks_later(seconds: float, fd: int, moved_by: str = "") -> None:
+    """In `seconds`, write every thread's stack (but the watchdog's own) to file descriptor `fd`.
+
+    `moved_by`, if given, is a file where the one who keeps the deadline writes it anew (a wall-clock
+    time) when it moves it back: the dump then waits for it, half a second before."""
     faulthandler.dump_traceback_later(seconds + FALLBACK_AFTER, exit=False, file=fd)
 
     def watchdog() -> None:
-        time.sleep(max(seconds, 0.0))
+        due = time.monotonic() + seconds
+        while (left := due - time.monotonic()) > 0:
+            time.sleep(min(left, FOLLOW_EVERY) if moved_by else left)
+            later = _read_deadline(moved_by) - 0.5 - time.time() if moved_by else 0.0
+            if later > due - time.monotonic() + FOLLOW_EVERY / 2:
+                due = time.monotonic() + later
+                faulthandler.dump_traceback_later(later + FALLBACK_AFTER, exit=False, file=fd)
         text = format_stacks(skip=_thread.get_ident())
         faulthandler.cancel_dump_traceback_later()
         os.write(fd, text.encode("utf-8", errors="replace"))
 
     # A bare thread, not a threading.Thread: it stays out of threading.enumerate(), which tests may count.
     _thread.start_new_thread(watchdog, ())
+
+
+def _read_deadline(path: str) -> float:
+    try:
+        with open(path) as f:
+            return float(f.read())
+    except (OSError, ValueError):
+        return 0.0
 
 
 def dump_stacks_on(signum: int, fd: int) -> None:

@@ -8,13 +8,16 @@ Started by the grader as `python -I -S supervise.py DEADLINE MEMORY STATUS_FD --
   it when its own parent ends, and can be found and killed;
 - starts CMD in a process group of its own, each process capped at MEMORY bytes of address
   space and at FILE_SIZE_CAP bytes per file it writes;
-- kills CMD's group at DEADLINE seconds, on SIGTERM/SIGINT (the grader's
+- kills CMD's group at DEADLINE seconds, plus the time the processes under it were kept
+  waiting for a CPU by a busy machine (cpu_wait; at most STRETCH_CAP times DEADLINE in all), and
+  writes that moving deadline, as a wall-clock time, to the file LOOPKATA_DEADLINE_FILE names (the
+  grading child dumps its stacks just before it); it kills it too on SIGTERM/SIGINT (the grader's
   Ctrl-C), when the grader itself dies, or when the private memory of every process
   under it, added up, passes MEMORY (a per-process cap alone lets three children hold
   three times as much);
 - then kills every process still left under it, reaps them, and writes one JSON
-  line to STATUS_FD: how CMD ended, how many processes it left behind and the most
-  memory the whole tree held.
+  line to STATUS_FD: how CMD ended, how many processes it left behind, the most
+  memory the whole tree held and the seconds its deadline was moved back.
 """
 import ctypes
 import json
@@ -25,10 +28,14 @@ import subprocess
 import sys
 import time
 
+# Run alone, it loads the one module it shares with the grader (standard library only) from beside it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_wait import STRETCH_CAP, CpuWait
+
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 # a file the tests or the code under test write (past it a write fails with EFBIG, or SIGXFSZ)
 FILE_SIZE_CAP = int(os.environ.get("LOOPKATA_FILE_SIZE_CAP") or 1 << 30)
-MEMORY_EVERY = 0.1  # seconds between two sums of the tree's memory
+LOOK_EVERY = 0.1  # seconds between two looks at the tree: its memory, its wait for a CPU
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -78,17 +85,27 @@ def _private_memory(pid: int) -> int:
     return 0
 
 
-def tree_memory(top: int) -> int:
-    """The private memory of every process under `top` (not `top` itself), added up."""
+def tree(top: int) -> list[int]:
+    """Every process under `top` (not `top` itself)."""
     children: dict[int, list[int]] = {}
     for pid, parent in _parents().items():
         children.setdefault(parent, []).append(pid)
-    total, todo = 0, list(children.get(top, []))
+    found, todo = [], list(children.get(top, []))
     while todo:
         pid = todo.pop()
-        total += _private_memory(pid)
+        found.append(pid)
         todo += children.get(pid, [])
-    return total
+    return found
+
+
+def _write_deadline(path: str, monotonic_deadline: float) -> None:
+    """The deadline as a wall-clock time, replaced at once so that a reader never sees half of it."""
+    try:
+        with open(path + ".new", "w") as f:
+            f.write(repr(time.time() + monotonic_deadline - time.monotonic()))
+        os.replace(path + ".new", path)
+    except OSError:
+        pass  # the stacks may then come early; the deadline itself is ours
 
 
 def _reap_all() -> None:
@@ -177,22 +194,31 @@ def main(argv: list[str]) -> int:
 
     passed_fds = tuple(int(fd) for fd in os.environ.get("LOOPKATA_PASS_FDS", "").split(",") if fd)
     child = subprocess.Popen(cmd, preexec_fn=limits, process_group=0, pass_fds=passed_fds)
-    ends_at = time.monotonic() + deadline
-    status, pause, peak, weighed = None, 0.001, 0, 0.0
+    started = time.monotonic()
+    me, deadline_file = os.getpid(), os.environ.get("LOOPKATA_DEADLINE_FILE", "")
+    cpu = CpuWait([child.pid])
+    allowed, written = 0.0, 0.0
+    status, pause, peak, looked = None, 0.001, 0, 0.0
     while status is None:
         if stop["why"] or os.getppid() != parent:
             stop["why"] = stop["why"] or "interrupted"
             break
         now = time.monotonic()
-        left = ends_at - now
+        left = started + deadline + allowed - now
         if left <= 0:
             stop["why"] = "timed out"
             break
-        if memory > 0 and now - weighed >= MEMORY_EVERY:
-            weighed, peak = now, max(peak, tree_memory(os.getpid()))
-            if peak > memory:
-                stop["why"] = "memory"
-                break
+        if now - looked >= LOOK_EVERY:
+            looked, under = now, tree(me)
+            allowed = min(cpu.update(under), deadline * (STRETCH_CAP - 1))
+            if deadline_file and allowed - written >= LOOK_EVERY:
+                written = allowed
+                _write_deadline(deadline_file, started + deadline + allowed)
+            if memory > 0:
+                peak = max(peak, sum(_private_memory(pid) for pid in under))
+                if peak > memory:
+                    stop["why"] = "memory"
+                    break
         status = ended(child.pid)
         if status is None:
             time.sleep(min(left, pause))
@@ -201,7 +227,7 @@ def main(argv: list[str]) -> int:
     # killed here is CMD's, never a stranger's that came to hold the same id.
     left_behind = _kill_everything(child.pid)
     record = {"event": "exit", "status": status, "stopped": stop["why"], "left_behind": left_behind,
-              "subreaper": subreaper, "peak_memory": peak}
+              "subreaper": subreaper, "peak_memory": peak, "cpu_wait_allowed": round(allowed, 1)}
     os.write(status_fd, (json.dumps(record) + "\n").encode())
     return 0
 

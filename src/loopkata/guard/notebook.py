@@ -34,9 +34,11 @@ def show_guarded(case, impl, *, deadline: float = DEADLINE) -> None:
             env.setdefault("LOOPKATA_ROOT", str(catalogue.project_root()))
         except catalogue.CatalogueError:
             pass
+        # The case stands alone, as in a team's repository: none of this project's own conftest.py or
+        # notebook plugin (nbval's import alone takes 1.5 s), which it does not need.
         command = [sys.executable, "-m", "pytest", "-p", "loopkata.guard", "--loopkata-guard=warn",
                    f"--loopkata-guard-report={report}", "-p", "no:cacheprovider", "-o", "addopts=", "-q",
-                   "-p", "no:randomly", str(case)]
+                   "-p", "no:randomly", "-p", "no:nbval", f"--confcutdir={case.parent}", str(case)]
         try:
             ran = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=deadline,
                                  check=False, start_new_session=True)

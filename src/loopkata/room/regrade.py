@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from .. import services
 from ..grading import runner
+from ..grading.cpu_wait import STRETCH_CAP
 from ..learner import progress
 from ..model import catalogue, starters
 from ..model.paths import display_path
@@ -110,7 +111,7 @@ def grade_in_jail(kata: catalogue.Kata, files: dict[str, bytes], use_sandbox: bo
                "LOOPKATA_SERVICE_DATA": str(jail.home / ".loopkata"),
                "PYTHONPATH": str(root / "engine"), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
         try:  # the check keeps its own deadline; this one is only a backstop
-            ran = jail.run(cmd, env, timeout=kata.budget_seconds + 60, outputs=Path(tmp) / "outputs")
+            ran = jail.run(cmd, env, timeout=kata.budget_seconds * STRETCH_CAP + 60, outputs=Path(tmp) / "outputs")
         except subprocess.TimeoutExpired:
             return "the check did not end, even after its own deadline", jail
         return _read_report(ran), jail

@@ -1,0 +1,162 @@
+"""A busy machine does not change a verdict: the grader's deadlines allow the time the code
+under test waited for a CPU (loopkata.grading.cpu_wait), and a deadlock is still a hang.
+
+Each test makes its own busy machine: the check and three CPU burners per CPU share one CPU
+(affinity), so the code under test gets a quarter of it or less, while the rest of the suite
+keeps the machine's other CPUs.
+"""
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from test_grader import synthetic_kata
+
+from loopkata.grading import runner
+from loopkata.grading.bounded import Hang, run_bounded
+from loopkata.grading.cpu_wait import STRETCH_CAP
+from loopkata.grading.report import render_text
+
+pytestmark = pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"),
+                                reason="this kernel keeps no schedstat: deadlines cannot allow for a busy CPU")
+
+BURNERS = 3  # processes that keep the shared CPU busy beside the check
+
+
+@contextlib.contextmanager
+def one_busy_cpu():
+    """This process, everything it starts meanwhile and BURNERS spinning processes, on one CPU."""
+    before = os.sched_getaffinity(0)
+    cpu = {min(before)}
+    os.sched_setaffinity(0, cpu)
+    # Each in a session of its own, as the check's supervisor is: where the kernel shares a CPU
+    # between sessions first (autogroup), burners in one session would take only one share.
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+               for _ in range(BURNERS)]
+    try:
+        time.sleep(0.2)  # the burners are spinning
+        yield
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+        os.sched_setaffinity(0, before)
+
+
+def cpu_for(seconds: float) -> str:
+    """Code that computes for `seconds` of its own CPU time, however long that takes on the clock."""
+    return f"""
+        import time
+
+        def compute():
+            started = time.thread_time()
+            while time.thread_time() - started < {seconds}:
+                pass
+            return "done"
+    """
+
+
+def test_a_check_slowed_by_a_busy_cpu_still_passes(tmp_path):
+    """a right fix that needs 0.5 s of CPU passes its 0.8 s scenario and 3 s check while it gets a quarter of a CPU"""
+    kata, impl = synthetic_kata(tmp_path, cpu_for(0.5) + "\n        def scenario():\n            return compute()\n",
+                                budget=3.0, hang_after=0.8)
+    with one_busy_cpu():
+        started = time.monotonic()
+        result = runner.check(kata, impl)
+        took = time.monotonic() - started
+    assert result.passed, f"expected the check to pass on a busy CPU, got:\n{render_text(result, kata)}"
+    # What makes this test able to fail: without the allowance the check ran past its budget.
+    assert took > kata.budget_seconds, (
+        f"expected the busy CPU to slow the check past its {kata.budget_seconds:g} s budget, it took {took:.1f} s")
+
+
+def test_a_deadlock_on_a_busy_cpu_is_still_a_hang_at_once(tmp_path):
+    """a thread waiting on a lock it holds is a hang on a busy CPU too, seen by the hang guard, not the budget"""
+    kata, impl = synthetic_kata(tmp_path, '''
+        import threading
+        lock = threading.Lock()
+
+        def scenario():
+            with lock:
+                with lock:  # not reentrant
+                    return "done"
+    ''', budget=3.0 * STRETCH_CAP)
+    with one_busy_cpu():
+        result = runner.check(kata, impl)
+    assert result.verdict == runner.HANG, render_text(result, kata)
+    assert "with lock:  # not reentrant" in result.tests[0].stacks, result.tests[0].stacks
+    assert "budget" not in result.tests[0].message, (
+        f"expected the hang guard to see the deadlock, not the whole check's budget: {result.tests[0].message}")
+
+
+def test_a_process_asleep_past_its_budget_gets_no_allowance(tmp_path):
+    """code that sleeps forever at import waits for no CPU: it is stopped at its budget, busy CPU or not"""
+    kata, impl = synthetic_kata(tmp_path, '''
+        import time
+        while True:  # stuck at import: no guard can catch this, the budget must
+            time.sleep(0.05)
+    ''', budget=3.0)
+    with one_busy_cpu():
+        result = runner.check(kata, impl)
+    assert result.verdict == runner.HANG, render_text(result, kata)
+    message = result.tests[0].message
+    assert "budget" in message, message
+    # The allowance is what the start-up (pytest, the plugin) waited for the CPU: never the sleep.
+    more = float(message.split("(and ")[1].split(" s more")[0]) if "(and " in message else 0.0
+    assert more < kata.budget_seconds * 2, f"expected a sleeping process to earn little extra time, got: {message}"
+    assert "time.sleep(0.05)" in result.tests[0].stacks, result.tests[0].stacks
+
+
+def compute(seconds: float) -> str:
+    started = time.thread_time()
+    while time.thread_time() - started < seconds:
+        pass
+    return "done"
+
+
+def test_a_scenario_slowed_by_a_busy_cpu_is_no_hang():
+    """run_bounded gives a scenario the time its threads waited for a CPU: 0.3 s of work in a 0.5 s window"""
+    with one_busy_cpu():
+        started = time.monotonic()
+        try:
+            said = run_bounded(compute, 0.3, what="a computation", seconds=0.5)
+        except Hang as hang:
+            pytest.fail(f"expected the computation to finish on a busy CPU, got a hang: {hang}\n{hang.stacks}")
+        took = time.monotonic() - started
+    assert said == "done"
+    assert took > 0.5, f"expected the busy CPU to slow the computation past its 0.5 s window, it took {took:.2f} s"
+
+
+def test_the_stacks_wait_for_a_deadline_moved_back(tmp_path):
+    """the grading child's dump of its stacks follows the deadline the supervisor moves back"""
+    moved, stacks = tmp_path / "deadline", tmp_path / "stacks.txt"
+    code = textwrap.dedent(f"""
+        import os, time
+        from loopkata.grading.stackdump import dump_stacks_later
+
+        def still_running_past_the_first_deadline():
+            time.sleep(30)
+
+        with open({str(moved)!r}, "w") as f:  # as the supervisor does: 3 s from now, not 0.2
+            f.write(repr(time.time() + 3.0))
+        fd = os.open({str(stacks)!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        dump_stacks_later(0.2, fd, moved_by={str(moved)!r})
+        time.sleep(1.0)
+        print(os.path.getsize({str(stacks)!r}), flush=True)  # before the moved deadline: nothing yet
+        still_running_past_the_first_deadline()
+    """)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        early = child.stdout.readline().strip()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not stacks.read_text():
+            time.sleep(0.05)
+        late = stacks.read_text()
+    finally:
+        child.kill()
+        child.wait()
+    assert early == "0", f"expected no stacks before the moved deadline, the file had {early} bytes"
+    assert "still_running_past_the_first_deadline" in late, f"expected the stacks once the moved deadline came, got: {late!r}"
