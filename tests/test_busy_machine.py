@@ -13,7 +13,7 @@ import textwrap
 import time
 
 import pytest
-from test_grader import synthetic_kata
+from test_grader import SELF_DEADLOCK, synthetic_kata
 
 from loopkata.grading import runner
 from loopkata.grading.bounded import Hang, run_bounded
@@ -75,15 +75,7 @@ def test_a_check_slowed_by_a_busy_cpu_still_passes(tmp_path):
 
 def test_a_deadlock_on_a_busy_cpu_is_still_a_hang_at_once(tmp_path):
     """a thread waiting on a lock it holds is a hang on a busy CPU too, seen by the hang guard, not the budget"""
-    kata, impl = synthetic_kata(tmp_path, '''
-        import threading
-        lock = threading.Lock()
-
-        def scenario():
-            with lock:
-                with lock:  # not reentrant
-                    return "done"
-    ''', budget=3.0 * STRETCH_CAP)
+    kata, impl = synthetic_kata(tmp_path, SELF_DEADLOCK, budget=3.0 * STRETCH_CAP)
     with one_busy_cpu():
         result = runner.check(kata, impl)
     assert result.verdict == runner.HANG, render_text(result, kata)

@@ -65,8 +65,7 @@ def test_asyncio_deadlock_is_a_hang_with_the_stuck_line(tmp_path):
     assert took < kata.budget_seconds, f"a hang inside the loop is caught by the guard, not the budget ({took:.1f} s)"
 
 
-def test_thread_deadlock_is_a_hang_with_the_stuck_line(tmp_path):
-    kata, impl = synthetic_kata(tmp_path, '''
+SELF_DEADLOCK = '''
         import threading
         lock = threading.Lock()
 
@@ -74,7 +73,11 @@ def test_thread_deadlock_is_a_hang_with_the_stuck_line(tmp_path):
             with lock:
                 with lock:  # not reentrant
                     return "done"
-    ''')
+    '''  # a thread that waits for a lock it holds
+
+
+def test_thread_deadlock_is_a_hang_with_the_stuck_line(tmp_path):
+    kata, impl = synthetic_kata(tmp_path, SELF_DEADLOCK)
     result = runner.check(kata, impl)
     assert result.verdict == runner.HANG, render_text(result, kata)
     assert "with lock:  # not reentrant" in result.tests[0].stacks, result.tests[0].stacks
