@@ -23,7 +23,7 @@ import weakref
 
 import httpx
 
-from loopkata.testing import display_path, hang_after, is_learner_file
+from loopkata.testing import Deadline, display_path, hang_after, is_learner_file
 from nested_run_harness import NO_TLS, QUIET_TURNS, JobLog, Warehouse, report_for, served
 
 HOW = "through a real uvicorn server on 127.0.0.1"
@@ -49,6 +49,13 @@ def waits() -> float:
     return max(hang_after(), 3.0)
 
 
+def join(thread: threading.Thread, seconds: float) -> None:
+    """Wait for `thread` to end, at most `seconds` plus the time a busy machine kept this process waiting for a CPU."""
+    deadline = Deadline(seconds)
+    while thread.is_alive() and not deadline.passed():
+        thread.join(min(0.05, max(deadline.left(), 0.0)))
+
+
 class Post:
     """POST /reports for `customer` from a client thread of its own; `response`, `error` once it is done."""
 
@@ -72,7 +79,7 @@ class Post:
         return not self.thread.is_alive()
 
     def wait(self, seconds: float) -> bool:
-        self.thread.join(seconds)
+        join(self.thread, seconds)
         return self.done
 
     def job_id(self) -> str | None:
@@ -98,22 +105,22 @@ def job_state(base: str, job_id: str) -> dict:
 
 def wait_for_end(base: str, job_id: str, seconds: float) -> dict:
     """The job's status once it has ended (done or failed), or as it is after `seconds`."""
-    deadline = time.monotonic() + seconds
+    deadline = Deadline(seconds)
     while True:
         try:
             found = job_state(base, job_id)
         except httpx.TimeoutException:
             found = {"state": "unknown: GET /jobs got no answer"}
-        if found.get("state") in ENDED_STATES or time.monotonic() > deadline:
+        if found.get("state") in ENDED_STATES or deadline.passed():
             return found
         time.sleep(0.01)
 
 
 def wait_until(predicate, seconds: float) -> bool:
     """Poll `predicate` until it is true, at most `seconds`; is it?"""
-    deadline = time.monotonic() + seconds
+    deadline = Deadline(seconds)
     while not predicate():
-        if time.monotonic() > deadline:
+        if deadline.passed():
             return False
         time.sleep(0.01)
     return True
@@ -174,8 +181,8 @@ def start_held_job(server, warehouse: Warehouse, log: JobLog, customer: str, ste
     Fails if the job ends before it gets there, or if neither the request answers nor the job arrives.
     """
     post = Post(server.url, customer)
-    deadline = time.monotonic() + hang_after()
-    while not warehouse.holds(customer) and time.monotonic() < deadline:
+    deadline = Deadline(hang_after())
+    while not warehouse.holds(customer) and not deadline.passed():
         if post.done and post.job_id():
             try:
                 job = job_state(server.url, post.job_id())
@@ -364,7 +371,7 @@ def test_finished_jobs_are_let_go(kata):
     with Warehouse() as warehouse, JobLog() as log:
         thread = threading.Thread(target=run, args=(warehouse.url,), name="scenario: let go", daemon=True)
         thread.start()
-        thread.join(waits())
+        join(thread, waits())
         if thread.is_alive():
             states = [jobs.status(i).get("state") for i in box.get("ids", [])]
             ended_all = states and all(state in ENDED_STATES for state in states)
