@@ -146,9 +146,11 @@ class Pid1:
 
     def kill(self) -> int:
         """SIGKILL, as the platform sends at the end of the grace period; the status (137)."""
-        self.signal(signal.SIGKILL)
+        # unshare's group first, PID 1 with it: an unshare that outlives PID 1 by a moment (a busy
+        # machine) wakes to re-raise SIGKILL on itself, which it cannot, and exits 1 instead of 137.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        self.signal(signal.SIGKILL)
         status = self.process.wait()
         self.killed_by = -status if status < 0 else 0
         return 128 - status if status < 0 else status
