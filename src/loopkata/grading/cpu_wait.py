@@ -10,9 +10,13 @@ by that time, so a verdict depends on what the code did, not on how busy the mac
   machine;
 - code that wants a CPU and cannot have one is given the time it lost.
 
-Threads wait side by side, so for each interval the most any one thread waited counts (adding
-them up would count the same wall-clock time several times), never more than the interval.
-No deadline grows past STRETCH_CAP times its length: something must end a check that spins.
+For each interval the waits of all the threads are added up, never to more than the interval.
+Python threads mostly wait in turn, not side by side: one holds the GIL while another, woken to
+take it, waits for a CPU, and each one's wait is time the process lost (taking the most any one
+thread waited would miss half of it, and a right fix on a loaded machine would time out). Where
+they do wait side by side, the interval bounds what is counted: never more than the clock.
+No deadline grows past stretch_cap() times its length (6, or LOOPKATA_STRETCH_CAP): something must
+end a check that spins.
 
 Standard library only: supervise.py runs alone (`python -I -S`) and loads this file beside it.
 """
@@ -23,6 +27,16 @@ import time
 
 STRETCH_CAP = 6.0  # a deadline grows to at most this many times its length (a load of 12 on 2 CPUs)
 SCHEDSTAT = "/proc/{pid}/task/{tid}/schedstat"
+
+
+def stretch_cap() -> float:
+    """How many times its length a deadline may grow: STRETCH_CAP, or LOOPKATA_STRETCH_CAP where a
+    facilitator's machine is busier than that (a number of 1 or more; anything else is ignored)."""
+    try:
+        cap = float(os.environ.get("LOOPKATA_STRETCH_CAP") or STRETCH_CAP)
+    except ValueError:
+        return STRETCH_CAP
+    return cap if 1.0 <= cap < float("inf") else STRETCH_CAP
 
 
 def waits(pids) -> dict[int, float]:
@@ -56,7 +70,7 @@ class CpuWait:
         now = time.monotonic()
         current = waits(pids)
         # A thread seen for the first time waited all of its wait since the last look.
-        grew = max((w - self._last.get(tid, 0.0) for tid, w in current.items()), default=0.0)
+        grew = sum(max(0.0, w - self._last.get(tid, 0.0)) for tid, w in current.items())
         self.seconds += max(0.0, min(grew, now - self._at))
         self._last, self._at = current, now
         return self.seconds
@@ -64,7 +78,7 @@ class CpuWait:
 
 class Deadline:
     """A deadline `seconds` from now, moved back by the time the threads of this process wait for
-    a CPU meanwhile (up to STRETCH_CAP times `seconds` in all): for a test that waits for something
+    a CPU meanwhile (up to stretch_cap() times `seconds` in all): for a test that waits for something
     its own process makes happen (a server on a thread, a scenario), on a machine of any load."""
 
     LOOK_EVERY = 0.1  # seconds between two reads of the threads' wait
@@ -73,6 +87,7 @@ class Deadline:
         self.seconds = seconds
         self.started = self._looked = time.monotonic()
         self._cpu = CpuWait([os.getpid()])
+        self._most = seconds * (stretch_cap() - 1)
         self.allowed = 0.0
 
     def left(self) -> float:
@@ -80,7 +95,7 @@ class Deadline:
         now = time.monotonic()
         if now - self._looked >= self.LOOK_EVERY:
             self._looked = now
-            self.allowed = min(self._cpu.update([os.getpid()]), self.seconds * (STRETCH_CAP - 1))
+            self.allowed = min(self._cpu.update([os.getpid()]), self._most)
         return self.started + self.seconds + self.allowed - now
 
     def passed(self) -> bool:

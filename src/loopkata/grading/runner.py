@@ -24,7 +24,7 @@ from .. import services
 from ..model import catalogue
 from ..model.catalogue import Kata
 from ..model.paths import display_path
-from .cpu_wait import STRETCH_CAP
+from .cpu_wait import stretch_cap
 from .frames import describe_frames
 from .impl_checks import impl_problem, syntax_problem
 from .repro import plain_env
@@ -241,7 +241,7 @@ def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple
             )
             try:
                 # The supervisor keeps the deadline; this wait is only a backstop.
-                supervisor.wait(timeout=kata.budget_seconds * STRETCH_CAP + 10)
+                supervisor.wait(timeout=kata.budget_seconds * stretch_cap() + 10)
             except subprocess.TimeoutExpired:
                 _stop(supervisor)
             except BaseException:  # Ctrl-C: stop the check and everything it started, then go

@@ -9,7 +9,7 @@ Started by the grader as `python -I -S supervise.py DEADLINE MEMORY STATUS_FD --
 - starts CMD in a process group of its own, each process capped at MEMORY bytes of address
   space and at FILE_SIZE_CAP bytes per file it writes;
 - kills CMD's group at DEADLINE seconds, plus the time the processes under it were kept
-  waiting for a CPU by a busy machine (cpu_wait; at most STRETCH_CAP times DEADLINE in all), and
+  waiting for a CPU by a busy machine (cpu_wait; at most stretch_cap() times DEADLINE in all), and
   writes that moving deadline, as a wall-clock time, to the file LOOPKATA_DEADLINE_FILE names (the
   grading child dumps its stacks just before it); it kills it too on SIGTERM/SIGINT (the grader's
   Ctrl-C), when the grader itself dies, or when the private memory of every process
@@ -30,7 +30,7 @@ import time
 
 # Run alone, it loads the one module it shares with the grader (standard library only) from beside it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_wait import STRETCH_CAP, CpuWait
+from cpu_wait import CpuWait, stretch_cap
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 # a file the tests or the code under test write (past it a write fails with EFBIG, or SIGXFSZ)
@@ -196,7 +196,7 @@ def main(argv: list[str]) -> int:
     child = subprocess.Popen(cmd, preexec_fn=limits, process_group=0, pass_fds=passed_fds)
     started = time.monotonic()
     me, deadline_file = os.getpid(), os.environ.get("LOOPKATA_DEADLINE_FILE", "")
-    cpu = CpuWait([child.pid])
+    cpu, most = CpuWait([child.pid]), deadline * (stretch_cap() - 1)
     allowed, written = 0.0, 0.0
     status, pause, peak, looked = None, 0.001, 0, 0.0
     while status is None:
@@ -210,7 +210,7 @@ def main(argv: list[str]) -> int:
             break
         if now - looked >= LOOK_EVERY:
             looked, under = now, tree(me)
-            allowed = min(cpu.update(under), deadline * (STRETCH_CAP - 1))
+            allowed = min(cpu.update(under), most)
             if deadline_file and allowed - written >= LOOK_EVERY:
                 written = allowed
                 _write_deadline(deadline_file, started + deadline + allowed)

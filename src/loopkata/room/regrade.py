@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from .. import services
 from ..grading import runner
-from ..grading.cpu_wait import STRETCH_CAP
+from ..grading.cpu_wait import stretch_cap
 from ..learner import progress
 from ..model import catalogue, starters
 from ..model.paths import display_path
@@ -109,9 +109,10 @@ def grade_in_jail(kata: catalogue.Kata, files: dict[str, bytes], use_sandbox: bo
                "--impl", str(root / "katas" / kata.path)]
         env = {"LOOPKATA_ROOT": str(root), "LOOPKATA_STATE": str(jail.home / ".loopkata"),
                "LOOPKATA_SERVICE_DATA": str(jail.home / ".loopkata"),
-               "PYTHONPATH": str(root / "engine"), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+               "PYTHONPATH": str(root / "engine"), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+               "LOOPKATA_STRETCH_CAP": str(stretch_cap())}  # the facilitator's, so the backstop below stays behind it
         try:  # the check keeps its own deadline; this one is only a backstop
-            ran = jail.run(cmd, env, timeout=kata.budget_seconds * STRETCH_CAP + 60, outputs=Path(tmp) / "outputs")
+            ran = jail.run(cmd, env, timeout=kata.budget_seconds * stretch_cap() + 60, outputs=Path(tmp) / "outputs")
         except subprocess.TimeoutExpired:
             return "the check did not end, even after its own deadline", jail
         return _read_report(ran), jail
