@@ -87,14 +87,43 @@ def compose(kata, source: Path, folder: Path) -> Path:
 
 
 def guarded_run(kata, folder: Path) -> dict:
-    """Run the kata's case module guarded against all its implementations; what it found, per label."""
+    """Run the kata's case module guarded against all its implementations; what it found, per label.
+
+    A starter's bug can crash the interpreter (kata 06's asyncpg connections used from two loops
+    have segfaulted), and a crashed pytest writes no report. Then each implementation runs again
+    alone, twice at most, so one crash costs only the implementation that crashed."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tmp").mkdir(exist_ok=True)
     (folder / "pyproject.toml").write_text(
         "# The guard's own defaults for this run, whatever the project's pyproject.toml says.\n"
         "[tool.pytest.ini_options]\n\n[tool.loopkata.guard]\n", encoding="utf-8")
     impls = [(label, compose(kata, source, folder / "variants")) for label, _, source in implementations(kata)]
-    report = folder / "report.json"
+    started = time.monotonic()
+    findings, output, status = _pytest_guarded(kata, folder, impls, folder / "report.json")
+    reported = {label: findings is not None for label, _ in impls}
+    if findings is None and status is not None:  # it ended without its report: a crash, not a timeout
+        findings = []
+        for n, (label, path) in enumerate(impls):
+            for attempt in (1, 2):
+                alone, said, ended = _pytest_guarded(kata, folder, [(label, path)], folder / f"report-{n}-{attempt}.json")
+                output += f"\n--- {label} alone (try {attempt}): exited {ended}\n{said[-2000:]}"
+                if alone is not None:  # what no test of it holds is its own, too
+                    findings += [f if re.search(r"\[[^\]]+\]$", f.get("test", "")) else {**f, "test": f"{f.get('test', '')}[{label}]"}
+                                 for f in alone]
+                    break
+            reported[label] = alone is not None
+    seconds = time.monotonic() - started
+    by_label = {label: [] for label, _ in impls}
+    outside = []
+    for f in findings or []:
+        m = re.search(r"\[([^\]]+)\]$", f.get("test", ""))
+        (by_label[m.group(1)] if m and m.group(1) in by_label else outside).append(f)
+    return {"findings": by_label, "outside": outside, "reported": reported, "output": output,
+            "status": status, "seconds": seconds, "impls": {label: str(path) for label, path in impls}}
+
+
+def _pytest_guarded(kata, folder: Path, impls, report: Path) -> tuple[list | None, str, int | None]:
+    """One guarded pytest run of the case module over `impls`: (its report's findings or None, its output, its status)."""
     env = {**os.environ, "LOOPKATA_GUARD_CASE_IMPL": os.pathsep.join(f"{label}={path}" for label, path in impls),
            "LOOPKATA_ROOT": str(ROOT), "TMPDIR": str(folder / "tmp")}
     env.pop("PYTEST_XDIST_WORKER", None)
@@ -105,23 +134,14 @@ def guarded_run(kata, folder: Path) -> dict:
                f"--loopkata-guard-report={report}", "-p", "no:cacheprovider", "-p", "no:nbval", "-q",
                f"--rootdir={folder}", "-c", str(folder / "pyproject.toml"), f"--confcutdir={CASES}",
                "-o", "addopts=", str(case_module(kata))]
-    started = time.monotonic()
     try:
         ran = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT,
                              check=False, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY)))
         output, status = ran.stdout + ran.stderr, ran.returncode
     except subprocess.TimeoutExpired as exc:
         output, status = f"{exc.stdout or ''}{exc.stderr or ''}\n(killed after {TIMEOUT} s)", None
-    seconds = time.monotonic() - started
     findings = json.loads(report.read_text())["findings"] if report.exists() else None
-    labels = [label for label, _ in impls]
-    by_label = {label: [] for label in labels}
-    outside = []
-    for f in findings or []:
-        m = re.search(r"\[([^\]]+)\]$", f.get("test", ""))
-        (by_label[m.group(1)] if m and m.group(1) in by_label else outside).append(f)
-    return {"findings": by_label, "outside": outside, "report": findings is not None, "output": output,
-            "status": status, "seconds": seconds, "impls": {label: str(path) for label, path in impls}}
+    return findings, output, status
 
 
 def shown(findings: list[dict]) -> str:
@@ -153,12 +173,15 @@ def guarded(tmp_path_factory):
                 if not done.exists():
                     done.write_text(json.dumps(guarded_run(kata, folder)))
                 results[kata.id] = json.loads(done.read_text())
-        r = results[kata.id]
-        assert r["report"], (
-            f"expected the guarded run of tests/guard_cases/{case_module(kata).name} to write its report; it exited "
-            f"{r['status']} after {r['seconds']:.0f} s and printed:\n{r['output'][-4000:]}")
-        return r
+        return results[kata.id]
     return result
+
+
+def reported(run: dict, kata, label: str) -> None:
+    """Fail unless the guarded run of `label` wrote its report."""
+    assert run["reported"][label], (
+        f"expected the guarded run of tests/guard_cases/{case_module(kata).name} over {label} to write its report; "
+        f"it exited {run['status']} after {run['seconds']:.0f} s and printed:\n{run['output'][-4000:]}")
 
 
 def _cases(role_wanted: str):
@@ -176,6 +199,7 @@ def _cases(role_wanted: str):
 def test_the_guard_finds_the_starters_bug_where_it_is(kata, label, role, guarded):
     """the starter, exercised by a team's plain test, gets a finding whose `where` points into its bug's place"""
     run = guarded(kata)
+    reported(run, kata, label)
     places = bug_places(kata)
     found = run["findings"][label]
     assert any(points_into(w, places) for f in found for w in f["where"]), (
@@ -188,6 +212,7 @@ def test_the_guard_finds_the_starters_bug_where_it_is(kata, label, role, guarded
 def test_the_guard_finds_nothing_in_a_fix(kata, label, role, guarded):
     """a reference fix or a variant, exercised by the same test, gets no finding at all"""
     run = guarded(kata)
+    reported(run, kata, label)
     found = run["findings"][label] + run["outside"]
     assert not found, (
         f"expected no finding of loopkata guard in the {role} {label} of kata {kata.number:02d} {kata.id} "
