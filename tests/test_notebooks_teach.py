@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from nbval.plugin import comment_markers  # nbval's own markers: one it knows is one it acts on
 
 from loopkata.grading import runner
 from loopkata.learner import progress
@@ -146,6 +147,20 @@ def test_questions_keep_their_answers_out_of_the_notebook(notebook):
     for qid, q in known.items():
         if q["notebook"] == notebook.name:
             assert qid in asked(notebook), f"{qid!r} is in questions.toml for {notebook.name}, which never asks it"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_nbval_marker_is_one_nbval_reads(notebook):
+    """a `# NBVAL_...` comment is the marker alone on its line: nbval ignores one with more words after it"""
+    for i, cell in enumerate(cells(notebook)):
+        if cell["cell_type"] != "code":
+            continue
+        for line in source(cell).splitlines():
+            comment = line.strip().lstrip("#").strip() if line.strip().startswith("#") else ""
+            if comment.startswith("NBVAL"):
+                assert comment in comment_markers, (
+                    f"{notebook.name} cell {i}: nbval acts only on a marker alone on its line, one of "
+                    f"{sorted(comment_markers)}; this line is {line.strip()!r}, which nbval reads as a plain comment")
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
