@@ -225,6 +225,8 @@ class Suite:
             return took, outcome, []
         data = json.loads(report.read_text())
         findings = data["findings"] if isinstance(data, dict) else data
+        if isinstance(data, dict) and not data.get("complete", True):
+            print(f"  guarded run {number}: its report is incomplete, the run ended early (log {log.relative_to(ROOT)})")
         for finding in findings:
             finding["where"] = [self.relative(line) for line in finding.get("where") or []]
             finding["details"] = [self.relative(line) for line in finding.get("details") or []]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from loopkata.guard.findings import KINDS
+from loopkata.guard.notebook import show_guarded
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "tests" / "guard_scenarios" / "test_scenarios.py"
@@ -135,6 +136,78 @@ def test_a_setting_that_cannot_be_used_is_one_line(tmp_path, table, says):
     assert ran.returncode == 4, f"expected pytest's usage error (4), got {ran.returncode}:\n{out[-2000:]}"
     assert says in out, f"expected the error to say {says!r}:\n{out[-2000:]}"
     assert "Traceback" not in out, f"expected one line, not a traceback:\n{out[-2000:]}"
+
+
+@pytest.mark.parametrize("pyproject, says", [
+    ("[tool]\nloopkata = 3\n", "[tool.loopkata] must be a table, not 3"),
+    ("[tool.loopkata]\nguard = [1]\n", "[tool.loopkata.guard] must be a table, not [1]"),
+])
+def test_a_pyproject_of_the_wrong_shape_is_one_line(tmp_path, pyproject, says):
+    """a [tool.loopkata] that is not a table stops the run, and the wrapper, with one line"""
+    (tmp_path / "test_app.py").write_text(BUGGY)
+    (tmp_path / "pyproject.toml").write_text(pyproject)
+    ran = guarded_pytest(tmp_path, "test_app.py")
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 4 and says in out and "Traceback" not in out, (
+        f"expected pytest's usage error (4) and the line {says!r}, got {ran.returncode}:\n{out[-2000:]}")
+    wrapped = loopkata("guard", "--", sys.executable, "-c", "pass", cwd=tmp_path)
+    assert wrapped.returncode == 2 and says in wrapped.stdout and "Traceback" not in wrapped.stderr, (
+        f"expected the wrapper to exit 2 with {says!r}, got {wrapped.returncode}:\n{wrapped.stdout}{wrapped.stderr}")
+
+
+def test_a_report_that_cannot_be_written_is_said_before_the_run(tmp_path):
+    """a report path that is a folder, or under a file, is one line before any test runs, in both tools"""
+    (tmp_path / "test_app.py").write_text("def test_runs():\n    open('ran', 'w').close()\n")
+    (tmp_path / "a_file").write_text("")
+    for path in ("reports_folder", "a_file/report.json"):
+        (tmp_path / "reports_folder").mkdir(exist_ok=True)
+        ran = guarded_pytest(tmp_path, f"--loopkata-guard-report={path}", "test_app.py")
+        out = ran.stdout + ran.stderr
+        assert ran.returncode == 4 and "cannot write the report to" in out and "Traceback" not in out, (
+            f"expected one line and status 4 for the report path {path}, got {ran.returncode}:\n{out[-2000:]}")
+        assert not (tmp_path / "ran").exists(), "expected no test to run before the report path was refused"
+        wrapped = loopkata("guard", "--report", path, "--", sys.executable, "-c", "open('ran', 'w').close()",
+                           cwd=tmp_path)
+        assert wrapped.returncode == 2 and "cannot write the report to" in wrapped.stdout, (
+            f"expected the wrapper to refuse {path} with status 2:\n{wrapped.stdout}{wrapped.stderr}")
+        assert not (tmp_path / "ran").exists(), "expected the wrapper not to start the program"
+
+
+def test_a_suite_that_crashes_keeps_the_findings_so_far(tmp_path):
+    """the report is written as findings come: a suite that dies later keeps them, marked incomplete"""
+    (tmp_path / "test_app.py").write_text(BUGGY + "\ndef test_zz_crash():\n    import os\n    os._exit(70)\n")
+    ran = guarded_pytest(tmp_path, "--loopkata-guard-report=guard.json", "-p", "no:randomly", "test_app.py")
+    assert ran.returncode == 70, f"expected the suite to die with status 70, got {ran.returncode}"
+    written = json.loads((tmp_path / "guard.json").read_text())
+    assert written["complete"] is False and written["counts"] == {"LG01": 1}, (
+        f"expected an incomplete report holding the LG01 found before the crash, got {written}")
+
+
+def test_the_notebooks_view_of_a_crashed_run_names_the_signal_and_what_was_found(tmp_path, capsys):
+    """a guarded case that segfaults is shown as its signal, then with what the guard found before it"""
+    case = tmp_path / "test_case.py"
+    case.write_text(BUGGY + "\ndef test_zz_crash():\n    import os, signal\n    os.kill(os.getpid(), signal.SIGSEGV)\n")
+    impl = tmp_path / "impl.py"
+    impl.write_text("")
+    show_guarded(case, impl, deadline=120)
+    out = capsys.readouterr().out
+    assert "was ended by SIGSEGV" in out and "LG01 cross-loop-use" in out, (
+        f"expected the signal and the LG01 found before it, the view printed:\n{out}")
+
+
+def test_a_suite_run_by_pytest_xdist_reports_every_workers_findings(tmp_path):
+    """with `-n 2` the summary and the report hold what every worker found, not the controller's nothing"""
+    (tmp_path / "test_app.py").write_text(BUGGY)
+    (tmp_path / "test_other.py").write_text(BUGGY.replace("test_two_invocations", "test_two_more"))
+    ran = guarded_pytest(tmp_path, "-n", "2", "--loopkata-guard-report=guard.json", "test_app.py", "test_other.py")
+    assert ran.returncode == 1 and "2 failed, 2 passed" in ran.stdout, (
+        f"expected each buggy test to fail on its worker:\n{ran.stdout[-2000:]}")
+    assert "loopkata guard: 2 LG01 cross-loop-use" in ran.stdout, (
+        f"expected the controller's summary to count both workers' findings:\n{ran.stdout[-2000:]}")
+    written = json.loads((tmp_path / "guard.json").read_text())
+    assert written["complete"] is True and written["tests"] == 4 and written["counts"] == {"LG01": 2}, (
+        f"expected a complete report of 4 tests and 2 LG01 findings, got {written}")
+    assert "Module already imported" not in ran.stdout, "expected each worker to load the guard once"
 
 
 PROGRAM = '''

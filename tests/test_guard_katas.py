@@ -90,7 +90,7 @@ def guarded_run(kata, folder: Path) -> dict:
     """Run the kata's case module guarded against all its implementations; what it found, per label.
 
     A starter's bug can crash the interpreter (kata 06's asyncpg connections used from two loops
-    have segfaulted), and a crashed pytest writes no report. Then each implementation runs again
+    have segfaulted), and a crashed pytest leaves its report incomplete. Then each implementation runs again
     alone, twice at most, so one crash costs only the implementation that crashed."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tmp").mkdir(exist_ok=True)
@@ -140,7 +140,8 @@ def _pytest_guarded(kata, folder: Path, impls, report: Path) -> tuple[list | Non
         output, status = ran.stdout + ran.stderr, ran.returncode
     except subprocess.TimeoutExpired as exc:
         output, status = f"{exc.stdout or ''}{exc.stderr or ''}\n(killed after {TIMEOUT} s)", None
-    findings = json.loads(report.read_text())["findings"] if report.exists() else None
+    written = json.loads(report.read_text()) if report.exists() else {}
+    findings = written["findings"] if written.get("complete") else None  # a crashed run's report is incomplete
     return findings, output, status
 
 

@@ -23,6 +23,8 @@ from .pytest_plugin import (  # noqa: F401 - the hooks pytest finds on this modu
     pytest_runtest_makereport,
     pytest_runtest_protocol,
     pytest_runtest_teardown,
+    pytest_sessionfinish,
     pytest_terminal_summary,
+    pytest_testnodedown,
     pytest_unconfigure,
 )

@@ -7,7 +7,7 @@
     block-threshold-ms = 100            # LG04: how long one callback may hold the loop
     loops-kept = 1                      # LG02: loops a test may leave alive (a cache may keep the last one)
     exclude = ["tests/legacy/*"]        # findings whose first line is in these files are dropped
-    report = "guard-report.json"        # a JSON report of every finding, written at the end
+    report = "guard-report.json"        # a JSON report of every finding, kept up to date as they come
 
 A setting that cannot be used is a `ConfigError` with one line that names it.
 """
@@ -116,9 +116,11 @@ def from_pyproject(folder: Path) -> Settings:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"{path}: cannot be read as TOML ({str(exc).splitlines()[0]})") from None
-            table = data.get("tool", {}).get("loopkata", {}).get("guard", {})
-            if not isinstance(table, dict):
-                raise ConfigError(f"{path}: [tool.loopkata.guard] must be a table")
+            table = data
+            for name in ("tool", "tool.loopkata", "tool.loopkata.guard"):
+                table = table.get(name.rsplit(".", 1)[-1], {})
+                if not isinstance(table, dict):
+                    raise ConfigError(f"{path}: [{name}] must be a table, not {table!r}")
             return apply(Settings(), table, str(path)) if table else Settings()
     return Settings()
 

@@ -45,15 +45,18 @@ def show_guarded(case, impl, *, deadline: float = DEADLINE) -> None:
         except subprocess.TimeoutExpired:
             print(f"The guarded run of {case.name} did not finish within {deadline:g} s and was stopped.")
             return
-        if not report.exists():
-            if ran.returncode < 0:  # a crash leaves nothing worth showing but its signal
-                print(f"The guarded run of {case.name} was ended by {signal.Signals(-ran.returncode).name} "
-                      "before the guard could write its report.")
-            else:
-                tail = "\n".join((ran.stdout + ran.stderr).strip().splitlines()[-5:])
-                print(f"The guarded run of {case.name} ended ({ran.returncode}) without a report:\n{tail}")
+        written = json.loads(report.read_text()) if report.exists() else {}
+    findings = written.get("findings", [])
+    if not written.get("complete"):  # the run died: say how, then what the guard had found by then
+        if ran.returncode < 0:
+            print(f"The guarded run of {case.name} was ended by {signal.Signals(-ran.returncode).name} "
+                  "before the guard could finish its report.")
+        else:
+            tail = "\n".join((ran.stdout + ran.stderr).strip().splitlines()[-5:])
+            print(f"The guarded run of {case.name} ended ({ran.returncode}) without finishing its report:\n{tail}")
+        if not findings:
             return
-        findings = json.loads(report.read_text())["findings"]
+        print("What the guard had found by then:")
     verdict = next((line for line in reversed(ran.stdout.splitlines()) if " in " in line and
                     any(word in line for word in ("passed", "failed", "error"))), "").split(" in ")[0]
     print(f"$ pytest -p loopkata.guard {case.name}    (the code under test: {impl.name})")

@@ -10,15 +10,55 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from . import child, report
-from .config import ConfigError, apply, as_table, from_pyproject
+from .config import ConfigError, Settings, apply, as_table, from_pyproject
 from .core import Guard
+from .findings import Finding
 
 KEY = pytest.StashKey[Guard]()
+RUN = pytest.StashKey["Run"]()
+
+
+@dataclass
+class Run:
+    """What the whole session found: this process's guard's findings, and in pytest-xdist's controller,
+    which runs no test itself, what each worker sent when it finished."""
+    settings: Settings
+    report: Path | None
+    guard: Guard | None
+    tests: int = 0
+    received: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # xdist workers that died before sending their findings
+    report_error: str = ""
+    reported: int = -1  # how many findings the report on disk holds
+
+    def everything(self) -> list[Finding]:
+        return (self.guard.collector.everything if self.guard else []) + self.received
+
+    def all_errors(self) -> list[str]:
+        return (self.guard.collector.errors if self.guard else []) + self.errors
+
+    def write_report(self, complete: bool) -> None:
+        found = self.everything()
+        if self.report is None or (not complete and len(found) == self.reported):
+            return
+        report.write_json(self.report, found, self.settings.source, self.tests, complete)
+        self.reported = len(found)
+
+
+def _role(config) -> str:
+    """"worker" in a pytest-xdist worker, "controller" in the process that hands tests to workers, else "alone"."""
+    if hasattr(config, "workerinput"):
+        return "worker"
+    if config.getoption("dist", "no") != "no" and config.getoption("tx", None):
+        return "controller"
+    return "alone"
 
 
 def pytest_addoption(parser):
@@ -32,6 +72,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    role = _role(config)
     try:
         settings = from_pyproject(Path(config.rootpath))
         settings = apply(settings, {
@@ -41,16 +82,21 @@ def pytest_configure(config):
             "block-threshold-ms": config.getoption("loopkata_guard_block_ms"),
             "report": config.getoption("loopkata_guard_report"),
         }, "the command line")
-    except ConfigError as exc:
+        path = Path(config.invocation_params.dir, settings.report) if settings.report and role != "worker" else None
+        run = Run(settings, path, None)
+        run.write_report(complete=False)  # a path that cannot be written is said now, not after the suite
+    except (ConfigError, report.ReportError) as exc:
         raise pytest.UsageError(f"loopkata guard: {exc}") from None
+    config.addinivalue_line("markers", "loopkata_guard_ignore(*codes): findings of these kinds do not count here")
+    config.stash[RUN] = run
+    if role == "controller":
+        return  # the workers load this plugin and guard the tests; they send their findings here
     share = Path(tempfile.mkdtemp(prefix="loopkata-guard-"))
-    guard = Guard(settings, share)
-    guard.install()
-    config.stash[KEY] = guard
+    run.guard = Guard(settings, share)
+    run.guard.install()
+    config.stash[KEY] = run.guard
     config._loopkata_guard_env = {k: os.environ.get(k) for k in (child.ENV, "PYTHONPATH")}
     os.environ.update(child.environment(as_table(settings), share, dict(os.environ)))
-    config.addinivalue_line("markers", "loopkata_guard_ignore(*codes): findings of these kinds do not count here")
-    config._loopkata_guard_tests = 0
 
 
 def pytest_unconfigure(config):
@@ -64,9 +110,42 @@ def pytest_unconfigure(config):
         else:
             os.environ[k] = v
     shutil.rmtree(guard.share, ignore_errors=True)
-    if guard.settings.report:
-        report.write_json(Path(config.invocation_params.dir, guard.settings.report), guard.collector.everything,
-                          guard.settings.source, config._loopkata_guard_tests)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: a worker finished (or died) and sent what its guard found."""
+    run = node.config.stash.get(RUN, None)
+    if run is None:
+        return
+    sent = getattr(node, "workeroutput", {}).get("loopkata_guard")
+    if sent is None:
+        name = getattr(getattr(node, "gateway", None), "id", "?")
+        run.lost.append(f"pytest-xdist worker {name} ended without sending what it found ({error or 'no reason given'})")
+        return
+    run.tests += sent["tests"]
+    run.received += [Finding.from_dict(d) for d in sent["findings"]]
+    run.errors += sent["errors"]
+    try:
+        run.write_report(complete=False)
+    except report.ReportError as exc:
+        run.report_error = str(exc)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    run = session.config.stash.get(RUN, None)
+    if run is None:
+        return
+    if _role(session.config) == "worker":
+        session.config.workeroutput["loopkata_guard"] = {
+            "tests": run.tests, "findings": [f.as_dict() for f in run.everything()], "errors": run.all_errors()}
+        return
+    try:
+        run.write_report(complete=True)
+    except report.ReportError as exc:
+        run.report_error = str(exc)
+    if run.report_error and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -74,7 +153,7 @@ def pytest_runtest_protocol(item, nextitem):
     guard = item.config.stash.get(KEY, None)
     if guard is not None:
         guard.begin(item.nodeid)
-        item.config._loopkata_guard_tests += 1
+        item.config.stash[RUN].tests += 1
     yield
 
 
@@ -98,6 +177,11 @@ def pytest_runtest_teardown(item, nextitem):
     guard = item.config.stash.get(KEY, None)
     if guard is not None:
         guard.end_of_test(item.nodeid)
+        run = item.config.stash[RUN]
+        try:
+            run.write_report(complete=False)  # findings so far survive a suite that crashes later
+        except report.ReportError as exc:
+            run.report_error = str(exc)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -122,18 +206,21 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    guard = config.stash.get(KEY, None)
-    if guard is None:
+    run = config.stash.get(RUN, None)
+    if run is None or _role(config) == "worker":
         return
-    found = [f for f in guard.collector.everything if not guard.settings.excluded(f.where)]
-    if guard.settings.mode == "warn" and found:
+    found = [f for f in run.everything() if not run.settings.excluded(f.where)]
+    if run.settings.mode == "warn" and found:
         terminalreporter.write_sep("=", "loopkata guard findings (warn mode: no test failed for them)")
         for f in found:
             terminalreporter.write_line(f"{f.test or 'between tests'}")
             terminalreporter.write_line("    " + report.text(f).replace("\n", "\n    "))
     terminalreporter.write_sep("-", f"loopkata guard: {report.summary(found)}")
-    for error in guard.collector.errors:
+    for error in run.all_errors():
         terminalreporter.write_line(f"loopkata guard: could not describe a finding ({error}); please report it")
-    if guard.settings.report:
-        terminalreporter.write_line(f"loopkata guard: every finding is in {guard.settings.report}")
-
+    for line in run.lost:
+        terminalreporter.write_line(f"loopkata guard: {line}")
+    if run.report_error:
+        terminalreporter.write_line(f"loopkata guard: {run.report_error}")
+    elif run.report:
+        terminalreporter.write_line(f"loopkata guard: every finding is in {run.settings.report}")

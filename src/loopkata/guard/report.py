@@ -1,7 +1,9 @@
 """Findings as a person reads them (a block per finding) and as a JSON report."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -22,9 +24,25 @@ def summary(findings: list[Finding]) -> str:
     return ", ".join(f"{n} {code} {KINDS[code].name}" for code, n in sorted(counts.items())) or "no findings"
 
 
-def write_json(path: Path, findings: list[Finding], settings_source: str, tests: int) -> None:
-    data = {"tool": "loopkata guard", "settings": settings_source, "tests": tests,
+class ReportError(OSError):
+    """The JSON report cannot be written; its message is one line that names the file."""
+
+
+def write_json(path: Path, findings: list[Finding], settings_source: str, tests: int, complete: bool = True) -> None:
+    """Write the report whole or not at all: a run that dies between two writes leaves the previous one.
+
+    `complete` is false while the run goes on, so a report left by a run that crashed says so."""
+    data = {"tool": "loopkata guard", "complete": complete, "settings": settings_source, "tests": tests,
             "counts": dict(Counter(f.code for f in findings)),
             "findings": [f.as_dict() for f in findings]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    if path.is_dir():
+        raise ReportError(f"cannot write the report to {path}: it is a folder")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        os.replace(partial, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise ReportError(f"cannot write the report to {path}: {exc.strerror or exc}") from None

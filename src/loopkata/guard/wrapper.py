@@ -47,7 +47,9 @@ def run(args) -> int:
         settings = apply(from_pyproject(Path.cwd()), {
             "mode": "warn" if args.warn else None, "select": args.select, "ignore": args.ignore,
             "block-threshold-ms": args.block_ms, "report": args.report}, "the command line")
-    except ConfigError as exc:
+        if settings.report:  # a path that cannot be written is said now, before the program runs
+            report.write_json(Path(settings.report), [], settings.source, 0, complete=False)
+    except (ConfigError, report.ReportError) as exc:
         print(f"loopkata guard: {exc}")
         return 2
     share = Path(tempfile.mkdtemp(prefix="loopkata-guard-"))
@@ -80,7 +82,11 @@ def run(args) -> int:
         print(report.text(f), end="\n\n", file=sys.stderr)
     print(f"loopkata guard: {report.summary(found)} in `{shlex.join(command)}`", file=sys.stderr)
     if settings.report:
-        report.write_json(Path(settings.report), found, settings.source, 1)
+        try:
+            report.write_json(Path(settings.report), found, settings.source, 1)
+        except report.ReportError as exc:
+            print(f"loopkata guard: {exc}", file=sys.stderr)
+            return status if status > 0 else 128 - status if status < 0 else 2
     if status != 0:
         return status if status > 0 else 128 - status
     return 1 if found and settings.mode == "fail" else 0
