@@ -159,8 +159,8 @@ def test_a_report_that_cannot_be_written_is_said_before_the_run(tmp_path):
     """a report path that is a folder, or under a file, is one line before any test runs, in both tools"""
     (tmp_path / "test_app.py").write_text("def test_runs():\n    open('ran', 'w').close()\n")
     (tmp_path / "a_file").write_text("")
+    (tmp_path / "reports_folder").mkdir()
     for path in ("reports_folder", "a_file/report.json"):
-        (tmp_path / "reports_folder").mkdir(exist_ok=True)
         ran = guarded_pytest(tmp_path, f"--loopkata-guard-report={path}", "test_app.py")
         out = ran.stdout + ran.stderr
         assert ran.returncode == 4 and "cannot write the report to" in out and "Traceback" not in out, (

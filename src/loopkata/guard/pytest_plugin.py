@@ -29,13 +29,14 @@ class Run:
     """What the whole session found: this process's guard's findings, and in pytest-xdist's controller,
     which runs no test itself, what each worker sent when it finished."""
     settings: Settings
+    role: str  # see _role
     report: Path | None
-    guard: Guard | None
+    guard: Guard | None = None
     tests: int = 0
     received: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)  # xdist workers that died before sending their findings
-    report_error: str = ""
+    report_error: str = ""  # why the report could not be written, said in the summary
     reported: int = -1  # how many findings the report on disk holds
 
     def everything(self) -> list[Finding]:
@@ -44,12 +45,16 @@ class Run:
     def all_errors(self) -> list[str]:
         return (self.guard.collector.errors if self.guard else []) + self.errors
 
-    def write_report(self, complete: bool) -> None:
+    def save(self, complete: bool) -> None:
+        """Write the report if it is wanted and something changed; a failure is kept for the summary."""
         found = self.everything()
         if self.report is None or (not complete and len(found) == self.reported):
             return
-        report.write_json(self.report, found, self.settings.source, self.tests, complete)
-        self.reported = len(found)
+        try:
+            report.write_json(self.report, found, self.settings.source, self.tests, complete)
+            self.reported = len(found)
+        except report.ReportError as exc:
+            self.report_error = str(exc)
 
 
 def _role(config) -> str:
@@ -82,11 +87,13 @@ def pytest_configure(config):
             "block-threshold-ms": config.getoption("loopkata_guard_block_ms"),
             "report": config.getoption("loopkata_guard_report"),
         }, "the command line")
-        path = Path(config.invocation_params.dir, settings.report) if settings.report and role != "worker" else None
-        run = Run(settings, path, None)
-        run.write_report(complete=False)  # a path that cannot be written is said now, not after the suite
-    except (ConfigError, report.ReportError) as exc:
+    except ConfigError as exc:
         raise pytest.UsageError(f"loopkata guard: {exc}") from None
+    path = Path(config.invocation_params.dir, settings.report) if settings.report and role != "worker" else None
+    run = Run(settings, role, path)
+    run.save(complete=False)  # a path that cannot be written is said now, not after the suite
+    if run.report_error:
+        raise pytest.UsageError(f"loopkata guard: {run.report_error}")
     config.addinivalue_line("markers", "loopkata_guard_ignore(*codes): findings of these kinds do not count here")
     config.stash[RUN] = run
     if role == "controller":
@@ -126,24 +133,18 @@ def pytest_testnodedown(node, error):
     run.tests += sent["tests"]
     run.received += [Finding.from_dict(d) for d in sent["findings"]]
     run.errors += sent["errors"]
-    try:
-        run.write_report(complete=False)
-    except report.ReportError as exc:
-        run.report_error = str(exc)
+    run.save(complete=False)
 
 
 def pytest_sessionfinish(session, exitstatus):
     run = session.config.stash.get(RUN, None)
     if run is None:
         return
-    if _role(session.config) == "worker":
+    if run.role == "worker":
         session.config.workeroutput["loopkata_guard"] = {
             "tests": run.tests, "findings": [f.as_dict() for f in run.everything()], "errors": run.all_errors()}
         return
-    try:
-        run.write_report(complete=True)
-    except report.ReportError as exc:
-        run.report_error = str(exc)
+    run.save(complete=True)
     if run.report_error and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
@@ -177,11 +178,7 @@ def pytest_runtest_teardown(item, nextitem):
     guard = item.config.stash.get(KEY, None)
     if guard is not None:
         guard.end_of_test(item.nodeid)
-        run = item.config.stash[RUN]
-        try:
-            run.write_report(complete=False)  # findings so far survive a suite that crashes later
-        except report.ReportError as exc:
-            run.report_error = str(exc)
+        item.config.stash[RUN].save(complete=False)  # findings so far survive a suite that crashes later
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -207,7 +204,7 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     run = config.stash.get(RUN, None)
-    if run is None or _role(config) == "worker":
+    if run is None or run.role == "worker":
         return
     found = [f for f in run.everything() if not run.settings.excluded(f.where)]
     if run.settings.mode == "warn" and found:

@@ -35,8 +35,6 @@ def write_json(path: Path, findings: list[Finding], settings_source: str, tests:
     data = {"tool": "loopkata guard", "complete": complete, "settings": settings_source, "tests": tests,
             "counts": dict(Counter(f.code for f in findings)),
             "findings": [f.as_dict() for f in findings]}
-    if path.is_dir():
-        raise ReportError(f"cannot write the report to {path}: it is a folder")
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -81,13 +81,15 @@ def run(args) -> int:
     for f in found:
         print(report.text(f), end="\n\n", file=sys.stderr)
     print(f"loopkata guard: {report.summary(found)} in `{shlex.join(command)}`", file=sys.stderr)
+    if status != 0:
+        code = status if status > 0 else 128 - status
+    else:
+        code = 1 if found and settings.mode == "fail" else 0
     if settings.report:
         try:
             report.write_json(Path(settings.report), found, settings.source, 1)
         except report.ReportError as exc:
             print(f"loopkata guard: {exc}", file=sys.stderr)
-            return status if status > 0 else 128 - status if status < 0 else 2
-    if status != 0:
-        return status if status > 0 else 128 - status
-    return 1 if found and settings.mode == "fail" else 0
+            return code or 2
+    return code
 
