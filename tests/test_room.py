@@ -218,3 +218,21 @@ def test_regrade_marks_a_forged_solved_claim_and_confirms_an_honest_one(tmp_path
     contradicted = [line for line in out.stdout.splitlines() if line.strip().startswith("! ")]
     assert len(contradicted) == 1 and "mallory" in contradicted[0], \
         f"expected exactly mallory's claim listed as contradicted, got {contradicted}"
+
+
+def test_regrade_outside_a_loop_katas_folder_refuses_in_one_line_before_anything_else(tmp_path):
+    """--regrade run in a folder with no catalogue (and no LOOPKATA_ROOT): one line on stderr, exit 2, no re-grading"""
+    assert not any((folder / "katas" / "catalogue.toml").is_file() for folder in (tmp_path, *tmp_path.parents)), \
+        f"this test needs a temporary folder outside any Loop Katas folder, but {tmp_path} is inside one"
+    write(tmp_path / "alice.json", an_export("alice", "solved", 2, seconds=60))
+    env = {k: v for k, v in os.environ.items() if k != "LOOPKATA_ROOT"}
+    out = loopkata(env, "room", "--regrade", "alice.json", "--figure", "r.png", cwd=tmp_path)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert "re-grading" not in out.stdout.lower(), \
+        f"expected no word of re-grading before the refusal, got:\n{out.stdout}"
+    assert not out.stdout.strip(), f"expected nothing on stdout (no table, no re-grade), got:\n{out.stdout}"
+    assert len(lines) == 1 and "Traceback" not in out.stderr, f"expected one line on stderr, got:\n{out.stderr}"
+    assert "--regrade" in lines[0] and "katas/catalogue.toml" in lines[0], \
+        f"expected the line to say --regrade needs a folder with katas/catalogue.toml, got {lines[0]!r}"
+    assert out.returncode == 2, f"expected exit 2 (the tool cannot do what was asked), got {out.returncode}"
+    assert not (tmp_path / "r.png").exists(), "expected no figure written"

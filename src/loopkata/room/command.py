@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from ..model import catalogue
 from ..model.paths import shown_path
 from . import sandbox
 from .exports import load_room, visible
@@ -27,6 +28,13 @@ def cmd_room(args) -> int:
         return 2
     except ImportError:
         pass  # said after the table, which needs no matplotlib
+    katas = None
+    if args.regrade:
+        try:  # before any work or word of re-grading: it needs this machine's catalogue and hidden tests
+            katas = catalogue.load()
+        except catalogue.CatalogueError as exc:
+            print(f"loopkata room: --regrade cannot run here: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 2
     records, problems = load_room(args.exports)
     for line in problems:
         print(f"loopkata room: skipped {line}", file=sys.stderr)
@@ -35,14 +43,14 @@ def cmd_room(args) -> int:
               "`loopkata progress --export FILE`.", file=sys.stderr)
         return 2
     marked, differing = set(), []
-    if args.regrade:
+    if katas is not None:
         learners = f"{len(records)} learner{'s' if len(records) != 1 else ''}"
         why_not = sandbox.why_no_sandbox()
         where = (f"no sandbox ({why_not}): their code runs as you, with your files in reach" if why_not else
                  "each in a sandbox (bubblewrap): as nobody, loopback only, nothing of your home or checkout")
         print(f"Re-grading the kata files of {learners} with this machine's hidden tests, in throw-away copies; "
               f"{where}.", flush=True)
-        results, lost = regrade_room(records, announce=lambda line: print(line, flush=True))
+        results, lost = regrade_room(records, katas, announce=lambda line: print(line, flush=True))
         for line in lost:
             print(f"loopkata room: {line}", file=sys.stderr)
         differing = [r for r in results if r.differs]

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -153,14 +154,15 @@ def regrade_one(kata: catalogue.Kata, rec, learner: str = "", index: int = 0,
     return out
 
 
-def regrade_room(records: list[Record], announce=print) -> tuple[list[Regrade], list[str]]:
-    """Re-grade every kata of every record that claims something; one Regrade each, and one
-    line per kata this catalogue does not have."""
-    katas = {k.id: k for k in catalogue.load()}
+def regrade_room(records: list[Record], katas: Iterable[catalogue.Kata],
+                 announce=print) -> tuple[list[Regrade], list[str]]:
+    """Re-grade every kata of every record that claims something, with `katas` (this machine's
+    catalogue); one Regrade each, and one line per kata the catalogue does not have."""
+    by_id = {k.id: k for k in katas}
     results, problems = [], []
     for i, (name, record) in enumerate(zip(names(records), records)):
         for kata_id, rec in record.katas.items():
-            kata = katas.get(kata_id)
+            kata = by_id.get(kata_id)
             if kata is None:
                 problems.append(f"{visible(display_path(record.source))}: kata {visible(kata_id)!r} is not in this "
                                 "catalogue, so it was not re-graded")
