@@ -16,6 +16,9 @@ from loopkata.learner import export
 from loopkata.grading import runner
 from loopkata.learner import progress
 from loopkata.model import catalogue
+from loopkata.room.exports import load_room
+from loopkata.room.figure import figure
+from loopkata.room.table import columns, table
 from test_state import loopkata, make_project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +62,54 @@ def table_row(stdout: str, first: str) -> list[str]:
     rows = [re.split(r"\s{2,}", line.strip()) for line in stdout.splitlines() if line.startswith(first + " ")]
     assert len(rows) == 1, f"expected one table row for {first!r}, got {len(rows)} in:\n{stdout}"
     return rows[0]
+
+
+def room_of(tmp_path, monkeypatch, *exports_: dict) -> list:
+    """The records of `exports_`, read as `loopkata room` reads them in this checkout."""
+    monkeypatch.setenv("LOOPKATA_ROOT", str(ROOT))
+    paths = [write(tmp_path / "exports" / f"{data['learner']}.json", data) for data in exports_]
+    records, problems = load_room(paths)
+    assert not problems, f"expected every export read, got: {problems}"
+    return records
+
+
+def saved_figure(tmp_path, monkeypatch, records):
+    """The room's figure as matplotlib laid it out when `figure` saved it (to tmp_path/room.png)."""
+    from matplotlib.figure import Figure
+
+    saved, real_savefig = [], Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        saved.append(fig)
+        return real_savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    figure(records, columns(records), tmp_path / "room.png")
+    assert len(saved) == 1, f"expected the figure saved once, got {len(saved)} saves"
+    return saved[0]
+
+
+def figure_texts(fig) -> list[str]:
+    """Every visible text of the figure, its lines joined by single spaces (a wrapped label reads as one)."""
+    from matplotlib.text import Text
+
+    return [" ".join(t.get_text().split()) for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def stuck_panel(fig):
+    """The figure's panel of where the room is stuck."""
+    from matplotlib.axes import Axes
+
+    panel = [ax for ax in fig.findobj(Axes) if ax.get_title().startswith("Where the room is stuck")]
+    assert len(panel) == 1, f"expected one panel titled 'Where the room is stuck', got {len(panel)}"
+    return panel[0]
+
+
+def stuck_labels(fig) -> list[str]:
+    """The labels of the figure's panel of where the room is stuck, top to bottom, lines joined by spaces."""
+    ax = stuck_panel(fig)
+    ticks = sorted(ax.get_yticklabels(), key=lambda t: -ax.transData.transform((0, t.get_position()[1]))[1])
+    return [" ".join(t.get_text().split()) for t in ticks]
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -167,6 +218,59 @@ def test_the_room_shows_a_table_and_saves_a_figure_from_three_exports(tmp_path):
         f"expected the room to be stuck on {stuck_on!r} (1 learner), got:\n{out.stdout}"
     width, height = png_size(tmp_path / "room.png")
     assert width >= 600 and height >= 600, f"expected a figure of at least 600 x 600 pixels, got {width} x {height}"
+
+
+def test_the_figure_shows_a_long_test_title_whole_and_every_text_inside_the_figure(tmp_path, monkeypatch):
+    """a stuck test with a long title: the figure shows all of it (wrapped), and no label runs off the figure's edge"""
+    long_title = ("after the first invocation's loop is closed, a second warm invocation of the handler acquires "
+                  "the module-level semaphore on its own loop and returns within the deadline")
+    records = room_of(tmp_path, monkeypatch, an_export("bob", "attempted", 2, failing=[long_title, "a short one"]))
+    fig = saved_figure(tmp_path, monkeypatch, records)
+    labels = stuck_labels(fig)
+    assert any(long_title in label for label in labels), \
+        f"expected the whole title among the stuck panel's labels:\n{long_title!r}\ngot:\n" + \
+        "\n".join(map(repr, labels))
+    fig.canvas.draw()  # laid out again at the figure's own size: nothing may rely on the save's cropping
+    renderer, edge = fig.canvas.get_renderer(), fig.bbox
+
+    def inside(box) -> bool:  # to a pixel
+        return box.x0 >= edge.x0 - 1 and box.x1 <= edge.x1 + 1 and box.y0 >= edge.y0 - 1 and box.y1 <= edge.y1 + 1
+
+    for label in stuck_panel(fig).get_yticklabels():
+        box = label.get_window_extent(renderer)
+        assert inside(box), (f"expected every label inside the figure ({edge.width:.0f} x {edge.height:.0f} pixels), "
+                             f"but {label.get_text()!r} spans x {box.x0:.0f}..{box.x1:.0f}, "
+                             f"y {box.y0:.0f}..{box.y1:.0f}")
+    drawn = fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans)
+    assert inside(drawn), (f"expected everything drawn inside the figure ({edge.width:.0f} x {edge.height:.0f} "
+                           f"pixels), but it spans x {drawn.x0:.0f}..{drawn.x1:.0f}, y {drawn.y0:.0f}..{drawn.y1:.0f}")
+
+
+SEVEN = ["a warm invocation reuses the semaphore", "the second call returns before its deadline",
+         "a third call after a closed loop", "the semaphore is created lazily", "two loops in turn share nothing",
+         "a cancelled waiter releases its slot", "the handler's module imports cleanly"]
+
+
+def test_where_the_room_is_stuck_says_so_when_a_kata_shows_only_its_three_most_failed_tests(tmp_path, monkeypatch):
+    """a kata with 7 failing tests: the table and the figure list the same 3 most learners are stuck on, and both say
+    they are 3 of 7"""
+    records = room_of(tmp_path, monkeypatch,
+                      an_export("bob", "attempted", 4, failing=SEVEN),  # all seven
+                      an_export("carol", "attempted", 2, failing=SEVEN[:3]),
+                      an_export("dan", "attempted", 1, failing=SEVEN[:2]))
+    top = SEVEN[:3]  # failed by 3, 3 and 2 learners; the other four by 1
+    said = "the 3 tests most learners are stuck on, of 7 failing"
+    text = table(records, columns(records))
+    assert f"01 {KATA}: {said}" in text, f"expected the table to say {said!r} for 01 {KATA}, got:\n{text}"
+    lines = text.splitlines()
+    listed = [title for title in SEVEN if any(re.fullmatch(rf"  01 {KATA}: \d+ learners?: {re.escape(title)}", line)
+                                              for line in lines)]
+    assert listed == top, f"expected the table to list {top}, got {listed}"
+    fig = saved_figure(tmp_path, monkeypatch, records)
+    drawn = [title for title in SEVEN if any(title in label for label in stuck_labels(fig))]
+    assert drawn == top, f"expected the figure to show the table's 3 tests {top}, got {drawn}"
+    assert any(said in t for t in figure_texts(fig)), \
+        f"expected the figure to say {said!r}, got the texts:\n" + "\n".join(figure_texts(fig))
 
 
 BROKEN = {

@@ -1,17 +1,51 @@
-"""The room as a figure: solved per kata, median time to solve, the tests most often failing."""
+"""The room as a figure: solved per kata, median time to solve, and where the room is stuck."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from ..learner import progress
 from ..model.paths import shown_path
 from .exports import Record, visible
-from .table import Column, duration, median_seconds, stuck
+from .table import Column, duration, median_seconds, where_stuck
+
+WRAP = 60  # characters per line of a label: a hidden test's title is read whole, on as many lines as it takes
+MAX_LINES = 8  # per label: the longest hidden test's title takes 3; only a forged export's needs more
+LINE_INCHES = 0.16  # one line of an 8-point label, with room between rows
+GAP_LINES = 1.6  # between rows, in lines
+PANEL_INCHES = 3.75  # the height of each of the first two panels
+MAX_STUCK_LINES = 300  # the stuck panel's height (48 inches): every kata of the catalogue fits, a forged room is cut
+
+
+def wrapped(text: str) -> str:
+    """`text` on lines of at most WRAP characters, whole up to MAX_LINES lines (a long word is split, not cut)."""
+    return "\n".join(textwrap.wrap(text, WRAP, break_on_hyphens=False, max_lines=MAX_LINES, placeholder=" …")) or text
+
+
+def row_lines(label: str) -> float:
+    return label.count("\n") + 1 + GAP_LINES
+
+
+def stuck_rows(records: list[Record], cols: list[Column]) -> list[tuple[str, int | None]]:
+    """The stuck panel's rows, top to bottom: per kata a heading (count None) saying what its list is, then
+    its tests; the same tests as the table's "where the room is stuck"."""
+    rows, blocked = [], where_stuck(records, cols)
+    for i, kata in enumerate(blocked):
+        c = kata.column
+        more = [(wrapped(f"{c.label} {c.id}: {kata.summary()}" if c.label != c.id else f"{c.id}: {kata.summary()}"),
+                 None)] + [(wrapped(title), n) for title, n in kata.tests]
+        if sum(row_lines(label) for label, _ in rows + more) > MAX_STUCK_LINES - row_lines("a\nb"):
+            left = len(blocked) - i  # matplotlib saves no image over 65,536 pixels a side: close with a line
+            rows.append((wrapped(f"and {left} more kata{'s' if left != 1 else ''} where learners are stuck: "
+                                 "the table lists them"), None))
+            break
+        rows += more
+    return rows
 
 
 def figure(records: list[Record], cols: list[Column], path: Path) -> None:
     """Save the room as a figure (PNG, or the format `path` ends in): solved per kata, median time to solve,
-    the tests most often failing.
+    and where the room is stuck (the tests the table lists, each title whole on as many lines as it takes).
 
     Uses matplotlib's Agg canvas directly, so no display and no pyplot state is involved. Every text
     is plain: kata ids and test titles come from learners, and "$" or TeX in them must not be parsed.
@@ -20,11 +54,16 @@ def figure(records: list[Record], cols: list[Column], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    rows = stuck_rows(records, cols)
+    # Each row as tall as its wrapped label, and a gap: the stuck panel grows with its titles.
+    heights = [row_lines(label) for label, _ in rows]
+    stuck_inches = max(4.5, 1.5 + sum(heights) * LINE_INCHES)
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):  # read as each text is made
-        fig = Figure(figsize=(10, 12), layout="constrained")
+        fig = Figure(figsize=(10, 2 * PANEL_INCHES + stuck_inches), layout="constrained")
         FigureCanvasAgg(fig)
         # One subfigure per panel: the long test titles of the last must not squeeze the others.
-        top, middle, bottom = (sub.subplots() for sub in fig.subfigures(3, 1, height_ratios=[1, 1, 1.2]))
+        top, middle, bottom = (sub.subplots() for sub in
+                               fig.subfigures(3, 1, height_ratios=[PANEL_INCHES, PANEL_INCHES, stuck_inches]))
         labels = [f"{c.label} {c.id}" if c.label != c.id else c.id for c in cols]
         xs = range(len(cols))
 
@@ -53,21 +92,25 @@ def figure(records: list[Record], cols: list[Column], path: Path) -> None:
         middle.set_xticks(list(xs), labels, fontsize=8, rotation=20, ha="right")
         middle.set_ylim(0, max([1.0] + [m / 60 * 1.3 for m in minutes if m is not None]))
 
-        failing = [(f"{c.label} · {title}" if c.label != c.id else f"{c.id} · {title}", n)
-                   for c in cols for title, n in stuck(records, c.id)]
-        failing = sorted(failing, key=lambda kv: -kv[1])[:10]
         bottom.set_title("Where the room is stuck: hidden tests failing at the last check")
-        if failing:
-            names_ = [t if len(t) <= 70 else t[:69] + "…" for t, _ in failing][::-1]
-            bottom.barh(range(len(failing)), [n for _, n in failing][::-1], color="#cf222e")
-            bottom.set_yticks(range(len(failing)), names_, fontsize=8)
+        if rows:
+            centres = [sum(heights[:i]) + h / 2 for i, h in enumerate(heights)]
+            tests = [(y, n) for y, (_, n) in zip(centres, rows) if n is not None]
+            bottom.barh([y for y, _ in tests], [n for _, n in tests], height=1.2, color="#cf222e")
+            bottom.set_yticks(centres, [label for label, _ in rows], fontsize=8)
+            for tick, (_, n) in zip(bottom.get_yticklabels(), rows):
+                if n is None:  # a kata's heading
+                    tick.set_fontweight("bold")
+            bottom.set_ylim(sum(heights), 0)  # the first kata at the top, as in the table
+            bottom.tick_params(axis="y", length=0)
             bottom.set_xlabel("learners not solved whose last check fails this test")
             bottom.xaxis.get_major_locator().set_params(integer=True)
         else:
             bottom.text(0.5, 0.5, "No learner's last check fails a hidden test", ha="center", va="center",
                         transform=bottom.transAxes)
             bottom.set_axis_off()
-        fig.savefig(path, dpi=100, format=figure_format(path))
+        # "tight": a text the layout could not fit (a kata id of any length, say) is saved whole, not clipped
+        fig.savefig(path, dpi=100, format=figure_format(path), bbox_inches="tight", pad_inches=0.2)
 
 
 def figure_format(path: Path) -> str:

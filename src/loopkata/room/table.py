@@ -86,6 +86,35 @@ def stuck(records: list[Record], kata_id: str) -> list[tuple[str, int]]:
     return sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+SHOWN = 3  # tests per kata: where the room is stuck is read at a glance, not studied
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """One kata's place in "where the room is stuck": the tests shown, most learners first, of how many failing."""
+    column: Column
+    tests: tuple[tuple[str, int], ...]
+    failing: int
+
+    @property
+    def cut(self) -> bool:
+        return len(self.tests) < self.failing
+
+    def summary(self) -> str:
+        """What the list is, so a facilitator never takes the first few for all: "the 3 tests most learners
+        are stuck on, of 7 failing", or "2 tests failing" when it is whole."""
+        if self.cut:
+            return f"the {len(self.tests)} tests most learners are stuck on, of {self.failing} failing"
+        return f"{self.failing} test{'s' if self.failing != 1 else ''} failing"
+
+
+def where_stuck(records: list[Record], cols: list[Column], shown: int = SHOWN) -> list[Stuck]:
+    """Each kata some learner not solved is stuck on, with its `shown` most failed tests: the table and the
+    figure show these same ones."""
+    every = [(c, stuck(records, c.id)) for c in cols]
+    return [Stuck(c, tuple(tests[:shown]), len(tests)) for c, tests in every if tests]
+
+
 def table(records: list[Record], cols: list[Column], marked: set[tuple[int, str]] = frozenset()) -> str:
     """The room as text: one row per learner, one column per kata; `marked` (record index, kata id) get a "!"."""
     who = names(records)
@@ -105,11 +134,13 @@ def table(records: list[Record], cols: list[Column], marked: set[tuple[int, str]
            "? missing; the number is how many checks ran" + ("; ! the re-grade disagrees" if marked else "")]
     out += ["", line(header), *map(line, rows), "", line(solved), line(median) + "   (time from first check to solved)"]
     out += ["", "Katas: " + ", ".join(f"{c.label} {c.id}" for c in cols if c.label != c.id)]
-    blocked = [(c, stuck(records, c.id)) for c in cols]
-    blocked = [(c, s) for c, s in blocked if s]
+    blocked = where_stuck(records, cols)
     if blocked:
         out += ["", "Where the room is stuck (hidden tests failing at the last check, learners not solved):"]
-        for c, tests in blocked:
-            for title, n in tests[:3]:
+        for kata in blocked:
+            c = kata.column
+            if kata.cut:
+                out.append(f"  {c.label} {c.id}: {kata.summary()}:")
+            for title, n in kata.tests:
                 out.append(f"  {c.label} {c.id}: {n} learner{'s' if n != 1 else ''}: {title}")
     return "\n".join(out)
