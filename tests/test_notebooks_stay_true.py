@@ -30,7 +30,7 @@ def probe_project(tmp_path: Path, source: str, stored: str) -> Path:
         shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
     (project / "notebooks").mkdir()
     shutil.copy2(ROOT / "notebooks" / "sanitize.cfg", project / "notebooks" / "sanitize.cfg")
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
                                                            "language": "python"}})
     cell = nbformat.v4.new_code_cell(source, execution_count=1)
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=stored)]

@@ -251,3 +251,56 @@ def test_every_stored_figure_has_alt_text(notebook):
                 f"show_figure(alt) from labs/figures.py, not plt.show()), got "
                 f"{'no text/html' if 'text/html' not in data else repr(data['text/html'][:160])}"
             )
+
+
+def _jupyterlab_writes(nb: dict) -> str:
+    """The text JupyterLab 4 saves for `nb`: jupyter_server's contents manager writes it with nbformat."""
+    import nbformat
+
+    return nbformat.writes(nbformat.from_dict(nb), version=nbformat.NO_CONVERT) + "\n"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_reading_a_notebook_in_jupyterlab_leaves_it_as_it_was(notebook):
+    """a notebook is stored as JupyterLab 4 writes it, so opening it and letting autosave run changes no byte"""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    text = notebook.read_text(encoding="utf-8")
+    nb = json.loads(text)
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    expected = {"name": "python3", "display_name": spec.display_name, "language": spec.language}
+    assert nb["metadata"].get("kernelspec") == expected, (
+        f"{notebook.name}: JupyterLab rewrites the kernelspec as the kernel names itself, {expected}, and the "
+        f"notebook then has unsaved changes as soon as it opens; stored: {nb['metadata'].get('kernelspec')}")
+    assert (nb["nbformat"], nb["nbformat_minor"]) == (4, 5) and all("id" in c for c in nb["cells"]), (
+        f"{notebook.name}: expected nbformat 4.5 with cell ids (what JupyterLab 4 writes), "
+        f"got {nb['nbformat']}.{nb['nbformat_minor']}")
+    assert text == _jupyterlab_writes(nb), (
+        f"{notebook.name}: stored with other JSON formatting than JupyterLab's (indent 1, sorted keys, a final "
+        f"newline): the first save rewrites the whole file. Write it with nbformat.write")
+
+
+def _chromatic_pixels(png_base64: str) -> int:
+    """Pixels in colour (not white, grey or black): a figure's data are drawn in colour, its axes are not."""
+    import base64
+    import io
+
+    import matplotlib.image
+
+    rgb = matplotlib.image.imread(io.BytesIO(base64.b64decode(png_base64)), format="png")[..., :3]
+    return int(((rgb.max(axis=-1) - rgb.min(axis=-1)) > 0.16).sum())
+
+
+# Fewer than this many coloured pixels: a blank image, or bare axes with nothing plotted.
+FIGURE_WITH_DATA = 500
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_stored_figure_shows_data(notebook):
+    """every stored figure has something plotted on it: not a blank image, not bare axes"""
+    for i, data in outputs(notebook):
+        if "image/png" in data:
+            found = _chromatic_pixels(data["image/png"])
+            assert found >= FIGURE_WITH_DATA, (
+                f"{notebook.name}, cell {i}: a stored figure with {found} coloured pixels, expected at least "
+                f"{FIGURE_WITH_DATA}: it is blank or shows bare axes")
