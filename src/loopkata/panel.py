@@ -10,6 +10,7 @@ JupyterLab, an HTML export, GitHub, nbviewer).
 """
 from __future__ import annotations
 
+import functools
 import html
 from pathlib import Path
 
@@ -300,6 +301,25 @@ def _setting(w) -> str:
     return str(w.value)
 
 
+def _drawn_whole(fn):
+    """`fn` run with matplotlib's interactive mode off, so no other thread shows its figures half made.
+
+    JupyterLab sends widget messages on kernel subshells, and after each message ipykernel fires
+    IPython's post_execute, where the inline backend shows and closes every figure made in
+    interactive mode. A message handled on another thread while the button's callback was still
+    drawing (most often on the first press in a fresh kernel) showed a blank image or bare axes, and
+    closed the figure under the callback. Out of interactive mode a new figure is not queued for
+    that flush; the callback shows its own (labs/figures.py's show_figure)."""
+    import matplotlib.pyplot as plt
+
+    @functools.wraps(fn)  # interactive reads the parameters from the signature, through __wrapped__
+    def run(*args, **kwargs):
+        with plt.ioff():
+            return fn(*args, **kwargs)
+
+    return run
+
+
 def interact_manual(fn=None, /, **controls):
     """ipywidgets' interact_manual, with every label shown whole and a static description for a
     reader of the stored notebook. A decorator (`@interact_manual(n=(1, 5))`) or a call
@@ -307,7 +327,7 @@ def interact_manual(fn=None, /, **controls):
     both display the widget and return it."""
     if fn is None:
         return lambda f: interact_manual(f, **controls)
-    ui = _Playground(fn, {"manual": True, "manual_name": "Run Interact"}, **controls)
+    ui = _Playground(_drawn_whole(fn), {"manual": True, "manual_name": "Run Interact"}, **controls)
     for w in ui.kwargs_widgets:
         if not isinstance(w, widgets.Checkbox):  # a checkbox's label stands beside it, whole
             w.style.description_width = "initial"
