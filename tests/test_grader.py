@@ -305,3 +305,17 @@ def test_panel_text_is_the_report_and_is_not_cut():
     bundle = panel._repr_mimebundle_()
     assert bundle["text/plain"] == render_text(result, kata, stacks=False)
     assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_question_button_shows_its_whole_label():
+    """"Check my answer" is not cut to the widget's default width"""
+    pytest.importorskip("ipywidgets")
+    import ipywidgets as widgets
+
+    from loopkata.learner import questions
+    from loopkata.panel import Question
+
+    question = Question(next(iter(questions.load().values())))
+    buttons = [w for w in question.children if isinstance(w, widgets.Button)]
+    assert [b.description for b in buttons] == ["Check my answer"]
+    assert buttons[0].layout.width in ("auto", "max-content"), buttons[0].layout.width

@@ -174,7 +174,7 @@ class Question(_TextWidget):
     def __init__(self, q: questions.Question):
         self.q, self.wrong = q, 0
         self.choice = widgets.RadioButtons(options=list(q.options), value=None, layout=widgets.Layout(width="max-content"))
-        button = widgets.Button(description="Check my answer")
+        button = widgets.Button(description="Check my answer", layout=widgets.Layout(width="max-content"))
         self.feedback = widgets.HTML()
         button.on_click(self.grade)
         # Feedback speaks of the choice it graded: a new choice clears it. It also tells the page
