@@ -319,3 +319,31 @@ def test_question_button_shows_its_whole_label():
     buttons = [w for w in question.children if isinstance(w, widgets.Button)]
     assert [b.description for b in buttons] == ["Check my answer"]
     assert buttons[0].layout.width in ("auto", "max-content"), buttons[0].layout.width
+
+
+def _failing_panel():
+    from loopkata.panel import CheckPanel
+
+    kata = catalogue.find("bound-semaphore")
+    tests = [runner.TestResult(name="t1", title="a title", outcome="failed",
+                               message="aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected",
+                               where="katas/x.py:1 in f: pass")]
+    return CheckPanel(kata, runner.CheckResult(kata=kata.id, impl="katas/x.py", verdict="failed", tests=tests))
+
+
+def test_panel_says_hint_once(tmp_path, monkeypatch):
+    """the hint reads "Hint 1 of N for <kata>: ...", not "Hint: Hint 1 of N ..." """
+    pytest.importorskip("ipywidgets")
+    monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path))
+    panel = _failing_panel()
+    panel._show_hint()
+    shown = html_text(panel.hint_area.value)
+    assert shown.startswith("Hint 1 of ") and shown.count("Hint") == 1, shown
+
+
+def html_text(fragment: str) -> str:
+    """The text of an HTML fragment, tags dropped and entities read."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()

@@ -119,7 +119,8 @@ class CheckPanel(_TextWidget):
             text = hints.solved_message(self.kata)
         else:
             text = hints.describe(self.kata, hints.next_hint(self.kata))
-        self.hint_area.value = f"<p class='loopkata-hint'><b>Hint:</b> {html.escape(text)}</p>"
+        # The text says what it is itself ("Hint 2 of 11 for ...", "... is solved"): no label before it.
+        self.hint_area.value = f"<p class='loopkata-hint'>{html.escape(text)}</p>"
 
     def _show_solution(self, _button=None) -> None:
         path = self.kata.solution_path
