@@ -347,3 +347,15 @@ def html_text(fragment: str) -> str:
     import re
 
     return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
+
+
+def test_panel_details_wrap_between_words():
+    """a detail line wraps between words (JupyterLab's <pre> breaks anywhere: "ServerDis" / "connectedError")"""
+    pytest.importorskip("ipywidgets")
+    import re
+
+    page = _failing_panel()._repr_mimebundle_()["text/html"]
+    styles = re.findall(r"<pre style='([^']*)'", page)
+    assert styles, page
+    for style in styles:
+        assert "word-break:normal" in style and "overflow-wrap:anywhere" in style, style

@@ -49,7 +49,10 @@ class _TextWidget(widgets.VBox):
         return bundle
 
 
-_PRE = "margin:2px 0 6px 22px;white-space:pre-wrap;font-size:90%"
+# Lines wrap between words: JupyterLab's output <pre> breaks anywhere ("ServerDis" / "connectedError");
+# a token longer than the line still wraps rather than overflow.
+_WRAP = "word-break:normal;overflow-wrap:anywhere"
+_PRE = f"margin:2px 0 6px 22px;white-space:pre-wrap;{_WRAP};font-size:90%"
 
 
 def _row(test, show_stacks: bool, repeats: int = 0) -> str:
@@ -127,7 +130,7 @@ class CheckPanel(_TextWidget):
         files = catalogue.files_of(path)
         shown = "".join(
             f"<p><b>{html.escape(str(f.relative_to(self.kata.root)))}</b></p>"
-            f"<pre style='font-size:85%'>{html.escape(f.read_text())}</pre>"
+            f"<pre style='{_WRAP};font-size:85%'>{html.escape(f.read_text())}</pre>"
             for f in files
         )
         self.solution_area.value = shown
