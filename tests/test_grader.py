@@ -359,3 +359,35 @@ def test_panel_details_wrap_between_words():
     assert styles, page
     for style in styles:
         assert "word-break:normal" in style and "overflow-wrap:anywhere" in style, style
+
+
+def test_progress_table_links_open_the_notebook_in_jupyterlab(tmp_path, monkeypatch):
+    """the start page's links look like links, and a click opens the notebook in JupyterLab (its command
+    linker) instead of reloading the page; the static rendering keeps the plain href"""
+    pytest.importorskip("ipywidgets")
+    import html.parser
+
+    from loopkata.panel import progress_table
+
+    class Links(html.parser.HTMLParser):
+        def __init__(self, text):
+            super().__init__()
+            self.found = []
+            self.feed(text)
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "a":
+                self.found.append(dict(attrs))
+
+    monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path))
+    katas = catalogue.load()
+    box = progress_table()
+    live = Links(box.children[0].value).found
+    static = Links(box._repr_mimebundle_()["text/html"]).found
+    assert [a["href"] for a in live] == [a["href"] for a in static] == [k.notebook for k in katas]
+    for a, kata in zip(live, katas):
+        assert a.get("data-commandlinker-command") == "docmanager:open", a
+        assert json.loads(a["data-commandlinker-args"]) == {"path": f"notebooks/{kata.notebook}"}, a
+    for a in live + static:
+        assert "color:var(--jp-content-link-color" in a.get("style", "").replace(" ", ""), a
+    assert not any("data-commandlinker-command" in a for a in static)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import html
+import json
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -242,6 +243,21 @@ def once_solved(name: str):
     )
 
 
+_LINK = "color:var(--jp-content-link-color,#1976d2);text-decoration:none"
+
+
+def _notebook_link(kata: catalogue.Kata, in_lab: bool = False) -> str:
+    """A link to the kata's notebook, coloured as a link (a widget's HTML shows links as plain text).
+
+    In the live widget a click runs JupyterLab's docmanager:open (its command linker), which opens
+    the notebook in a tab; the href, relative to this notebook, is for a static rendering."""
+    opens = ""
+    if in_lab:
+        args = json.dumps({"path": f"notebooks/{kata.notebook}"})  # from the lab's root, the project folder
+        opens = f" data-commandlinker-command='docmanager:open' data-commandlinker-args='{html.escape(args)}'"
+    return f"<a href='{html.escape(kata.notebook)}' style='{_LINK}'{opens}>{html.escape(kata.title)}</a>"
+
+
 def progress_table():
     """Every kata with its status, read from the catalogue and .loopkata/progress.json."""
     try:
@@ -253,12 +269,13 @@ def progress_table():
     width = max((len(k.label) for k, _ in katas), default=0) + 1
     lines = [f"{k.label:<{width}} {status:<10} {k.title}" for k, status in katas]
     rows = "".join(
-        f"<tr><td>{k.number:02d}</td><td><a href='{html.escape(k.notebook)}'>{html.escape(k.title)}</a></td>"
+        f"<tr><td>{k.number:02d}</td><td>{_notebook_link(k, in_lab=True)}</td>"
         f"<td><code>{k.id}</code></td><td>{status}</td>"
         f"<td>{html.escape(effort.needs_label(k, every))}</td><td>{html.escape(effort.time_label(k, records))}</td></tr>"
         for k, status in katas
     )
     table = widgets.HTML(
+        "<style>table.loopkata-progress a:hover{text-decoration:underline}</style>"
         "<table class='loopkata-progress'><tr><th>#</th><th>Notebook</th><th>Kata</th><th>Status</th>"
         f"<th>Do first</th><th>Time</th></tr>{rows}</table>"
     )
@@ -266,7 +283,7 @@ def progress_table():
     box._text = "\n".join([f"{'Kata':<{width}} {'Status':<10} Title", *lines])
     # The static table leaves out the time column: it follows the learners' records, which change.
     static_rows = "".join(
-        f"<tr><td>{k.number:02d}</td><td><a href='{html.escape(k.notebook)}'>{html.escape(k.title)}</a></td>"
+        f"<tr><td>{k.number:02d}</td><td>{_notebook_link(k)}</td>"
         f"<td><code>{k.id}</code></td><td>{status}</td></tr>"
         for k, status in katas
     )
