@@ -183,6 +183,22 @@ def test_headings_and_links_use_the_catalogue_titles(notebook):
                 )
 
 
+# The buttons of loopkata.panel's widgets, as they read: interact_manual's, the check panel's, a question's.
+BUTTONS = {"Run Interact", "Next hint", "Show the reference fix", "Check my answer"}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_button_the_text_names_is_one_the_widgets_show(notebook):
+    """"press **Run Interact**", as the button reads, never "press **Run**", which no button says"""
+    for i, cell in enumerate(cells(notebook)):
+        if cell["cell_type"] != "markdown":
+            continue
+        for name in re.findall(r"\b[Pp]ress (?:it )?\*\*([^*]+)\*\*", source(cell)):
+            assert name in BUTTONS, (
+                f"{notebook.name} cell {i}: the text says press **{name}**, and no button reads so; "
+                f"the buttons read {sorted(BUTTONS)}")
+
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # What ipywidgets writes as a widget's text/plain: its class and children, e.g. "VBox(children=(HTML(...".
 WIDGET_REPR = re.compile(r"^\s*\w+\((children|value|description|options)=")
