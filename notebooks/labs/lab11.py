@@ -128,14 +128,14 @@ def show(result: dict) -> None:
         print(describe(row))
 
 
-def draw(ax, result: dict, label: str, color: str, offset: float = 0.0) -> None:
+def draw(ax, result: dict, label: str, color: str) -> None:
     """Connections the service had accepted after each invocation (a line), a cross where it failed.
 
     Freezes are drawn as grey bands between two invocations."""
     rows = result["rows"]
-    xs = [r["n"] + offset for r in rows]
+    xs = [r["n"] for r in rows]
     ax.plot(xs, [r["connections"] for r in rows], marker="o", markersize=4, color=color, label=label)
-    failed = [(r["n"] + offset, r["connections"]) for r in rows if r["error"]]
+    failed = [(r["n"], r["connections"]) for r in rows if r["error"]]
     if failed:
         ax.scatter(*zip(*failed), marker="x", s=90, linewidths=2.5, color="black", zorder=5)
     for r in rows:
