@@ -381,13 +381,22 @@ def test_progress_table_links_open_the_notebook_in_jupyterlab(tmp_path, monkeypa
 
     monkeypatch.setenv("LOOPKATA_STATE", str(tmp_path))
     katas = catalogue.load()
+    project = katas[0].root.resolve()
+    # The lab that started this "kernel" serves the folder above the project, as a hub serves the home folder.
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    (tmp_path / "runtime").mkdir()
+    (tmp_path / "runtime" / f"jpserver-{os.getppid()}.json").write_text(json.dumps({"root_dir": str(project.parent)}))
     box = progress_table()
     live = Links(box.children[0].value).found
     static = Links(box._repr_mimebundle_()["text/html"]).found
     assert [a["href"] for a in live] == [a["href"] for a in static] == [k.notebook for k in katas]
     for a, kata in zip(live, katas):
         assert a.get("data-commandlinker-command") == "docmanager:open", a
-        assert json.loads(a["data-commandlinker-args"]) == {"path": f"notebooks/{kata.notebook}"}, a
+        assert json.loads(a["data-commandlinker-args"]) == {"path": f"{project.name}/notebooks/{kata.notebook}"}, (
+            f"expected the path from the lab's root, {project.parent}, got {a}")
+    # Where no lab started the kernel (nbval, a console), the links keep their href only.
+    (tmp_path / "runtime" / f"jpserver-{os.getppid()}.json").unlink()
+    assert not any("data-commandlinker-command" in a for a in Links(progress_table().children[0].value).found)
     for a in live + static:
         assert "color:var(--jp-content-link-color" in a.get("style", "").replace(" ", ""), a
     assert not any("data-commandlinker-command" in a for a in static)

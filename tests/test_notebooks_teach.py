@@ -10,6 +10,7 @@
   readable rendering beside its view, and every figure its alt text.
 """
 import ast
+import base64
 import html.parser
 import json
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 from nbval.plugin import comment_markers  # nbval's own markers: one it knows is one it acts on
 
+from loopkata.authoring import figure_pixels
 from loopkata.grading import runner
 from loopkata.learner import progress
 from loopkata.model import catalogue
@@ -296,27 +298,12 @@ def test_reading_a_notebook_in_jupyterlab_leaves_it_as_it_was(notebook):
         f"newline): the first save rewrites the whole file. Write it with nbformat.write")
 
 
-def _chromatic_pixels(png_base64: str) -> int:
-    """Pixels in colour (not white, grey or black): a figure's data are drawn in colour, its axes are not."""
-    import base64
-    import io
-
-    import matplotlib.image
-
-    rgb = matplotlib.image.imread(io.BytesIO(base64.b64decode(png_base64)), format="png")[..., :3]
-    return int(((rgb.max(axis=-1) - rgb.min(axis=-1)) > 0.16).sum())
-
-
-# Fewer than this many coloured pixels: a blank image, or bare axes with nothing plotted.
-FIGURE_WITH_DATA = 500
-
-
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_stored_figure_shows_data(notebook):
     """every stored figure has something plotted on it: not a blank image, not bare axes"""
     for i, data in outputs(notebook):
         if "image/png" in data:
-            found = _chromatic_pixels(data["image/png"])
-            assert found >= FIGURE_WITH_DATA, (
+            found = figure_pixels.coloured_pixels(base64.b64decode(data["image/png"]))
+            assert found >= figure_pixels.WITH_DATA, (
                 f"{notebook.name}, cell {i}: a stored figure with {found} coloured pixels, expected at least "
-                f"{FIGURE_WITH_DATA}: it is blank or shows bare axes")
+                f"{figure_pixels.WITH_DATA}: it is blank or shows bare axes")

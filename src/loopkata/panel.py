@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import os
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -246,14 +247,28 @@ def once_solved(name: str):
 _LINK = "color:var(--jp-content-link-color,#1976d2);text-decoration:none"
 
 
+def _from_lab_root(path: Path) -> str | None:
+    """`path` as the lab that started this kernel names it: from its root folder, which is the project
+    under `make lab` and Binder but the user's home on a hub. None where no lab started this kernel."""
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    server = Path(jupyter_runtime_dir()) / f"jpserver-{os.getppid()}.json"  # a kernel is the server's child
+    try:
+        root = Path(json.loads(server.read_text(encoding="utf-8"))["root_dir"]).expanduser().resolve()
+        return path.resolve().relative_to(root).as_posix()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _notebook_link(kata: catalogue.Kata, in_lab: bool = False) -> str:
     """A link to the kata's notebook, coloured as a link (a widget's HTML shows links as plain text).
 
     In the live widget a click runs JupyterLab's docmanager:open (its command linker), which opens
     the notebook in a tab; the href, relative to this notebook, is for a static rendering."""
     opens = ""
-    if in_lab:
-        args = json.dumps({"path": f"notebooks/{kata.notebook}"})  # from the lab's root, the project folder
+    path = _from_lab_root(kata.notebook_path) if in_lab else None
+    if path is not None:
+        args = json.dumps({"path": path})
         opens = f" data-commandlinker-command='docmanager:open' data-commandlinker-args='{html.escape(args)}'"
     return f"<a href='{html.escape(kata.notebook)}' style='{_LINK}'{opens}>{html.escape(kata.title)}</a>"
 

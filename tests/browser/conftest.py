@@ -18,6 +18,7 @@ skipped, unless LOOPKATA_REQUIRE_BROWSER is set to anything but "" or "0"
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from loopkata.authoring import figure_pixels
 from loopkata.grading import runner
 from loopkata.model import catalogue
 from loopkata.learner import lab as lab_launcher
@@ -142,6 +144,12 @@ class Lab:
     def open_url(self, notebook: str, workspace: str) -> str:
         return f"{self.url}/lab/workspaces/{workspace}/tree/notebooks/{notebook}?reset&token={self.token}"
 
+    def printed_url(self) -> str:
+        """The URL the server printed for the learner to open, as `make lab` prints it, with the token."""
+        found = re.findall(r"(http://127\.0\.0\.1:\d+/\S*)", self.log.read_text(errors="replace"))
+        # A token given on the command line is printed as "..."; `make lab` prints the one it made.
+        return found[0].replace("token=...", f"token={self.token}") if found else ""
+
     def log_tail(self, lines: int = 25) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -165,11 +173,15 @@ def _answers(url: str, token: str) -> bool:
         return False
 
 
-def _start_lab(root: Path, tmp: Path) -> Lab:
+def _start_lab(root: Path, tmp: Path, extra: dict = TIMING) -> Lab:
     """The lab `make lab` starts (loopkata.learner.lab.command), on a port and token of the test's own."""
-    settings = lab_launcher.write_settings(tmp / "lab-app-settings", extra=TIMING)
+    settings = lab_launcher.write_settings(tmp / "lab-app-settings", extra=extra)
+    # A learner's shell has not activated the venv: the lab must put it on the terminal's PATH itself.
+    scripts = str(lab_launcher.scripts_folder())
+    plain = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    plain["PATH"] = os.pathsep.join(p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p != scripts)
     env = {
-        **os.environ,
+        **lab_launcher.environment(plain),
         "LOOPKATA_ROOT": str(root),
         "LOOPKATA_STATE": str(tmp / "progress"),
         # Nothing of the server's, the kernels' or IPython's goes to the home folder.
@@ -187,7 +199,6 @@ def _start_lab(root: Path, tmp: Path) -> Lab:
             root, settings, "--no-browser",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={token}",
-            "--ServerApp.terminals_enabled=False",
             "--NotebookNotary.db_file=:memory:",  # saving signs the notebook; keep that out of the home folder
             f"--LabApp.user_settings_dir={tmp / 'lab-user-settings'}",
             f"--LabApp.workspaces_dir={tmp / 'lab-workspaces'}",
@@ -241,9 +252,10 @@ def _stop_lab(lab: Lab, tmp: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def lab(project_copy, workdir):
+def lab(request, project_copy, workdir):
     started = time.monotonic()
-    server = _start_lab(project_copy, workdir)
+    # A module may ask for settings of its own on top of the learner's (LAB_SETTINGS).
+    server = _start_lab(project_copy, workdir, getattr(request.module, "LAB_SETTINGS", TIMING))
     TIMINGS["server start"] = time.monotonic() - started
     try:
         yield server
@@ -290,8 +302,17 @@ _FINISHED_JS = f"""() => {{
 }}"""
 
 
+_INTERACT_CALL = re.compile(r"(?<![\w.])interact_manual\(")  # a widget made here, decorated or called
+
+
+def _source(cell) -> str:
+    return cell.source if isinstance(cell.source, str) else "".join(cell.source)
+
+
 class NotebookRun:
-    """A notebook open in its own browser context, run with Run All like a learner does."""
+    """A notebook open in its own browser context, run like a learner does: Run All, or where the
+    notebook has a widget to play with, down to the widget, a press of its button in the fresh
+    kernel, then the rest."""
 
     def __init__(self, lab: Lab, browser, name: str):
         import nbformat
@@ -307,6 +328,12 @@ class NotebookRun:
         self.page = self.context.new_page()
         self.saved = None
         self.started = self.sidebar_hidden = False
+        code = [i for i, c in enumerate(self.stored.cells) if c.cell_type == "code"]
+        self.widget_cells = [i for i in code if _INTERACT_CALL.search(_source(self.stored.cells[i]))]
+        # The first widget, if cells follow it: pressed before they run (Run All then runs the rest).
+        first = self.widget_cells[:1]
+        self.first_widget = first[0] if first and first[0] != code[-1] else None
+        self.first_press: list[str] = []  # what that first press did wrong
         self.page.goto(lab.open_url(name, f"test-{self.stem}"), timeout=60_000)
 
     def state(self) -> dict:
@@ -321,8 +348,11 @@ class NotebookRun:
                 f"{self.lab.log_tail()}"
             ) from exc
         self.started = True
-        self.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text="Run").first.click()
-        self.page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+        if self.first_widget is None:
+            self.menu("runmenu:run-all")
+        else:  # the cell after the widget selected: everything above it runs, the widget's cell included
+            self.select(self.first_widget + 1)
+            self.menu("notebook:run-all-above")
         try:
             self.page.wait_for_function(_STARTED_JS, timeout=30_000, polling=200)
         except Exception as exc:
@@ -341,6 +371,19 @@ class NotebookRun:
             ) from exc
         if outcome != "done":
             raise AssertionError(f"{self.name}: {outcome}\n{self.lab.log_tail()}")
+        if self.first_widget is not None:
+            self.first_press = self.press(self.first_widget)
+            self.select(self.first_widget + 1)
+            self.menu("notebook:run-all-below")
+            first_after = sum(c.cell_type == "code" for c in self.stored.cells[:self.first_widget + 1])
+            try:  # the next code cell has started (a prompt of * or a number) before "finished" means anything
+                self.page.wait_for_function(
+                    f"() => {{ const p = ({_STATE_JS})().prompts[{first_after}]; return p !== undefined && p !== '[ ]:'; }}",
+                    timeout=60_000, polling=200)
+            except Exception as exc:
+                raise AssertionError(f"{self.name}: running the cells below the widget started none") from exc
+            self.first_widget = None
+            return self.wait_finished()
         self.save()
         TIMINGS.setdefault(self.stem, {})["Run All"] = run_seconds(self.saved)
 
@@ -369,11 +412,28 @@ class NotebookRun:
     def cell(self, index: int):
         return self.cells().nth(index)
 
+    def press(self, index: int) -> list[str]:
+        """Press the widget's button in cell `index`; what it showed wrong, as problems."""
+        return _press_widget(self, index)
+
+    def wait_idle(self, timeout: int = KERNEL_IDLE_TIMEOUT) -> None:
+        self.page.wait_for_function(_IDLE_JS, timeout=timeout, polling=200)
+
+    def select(self, index: int) -> None:
+        """Select a cell by a click on its prompt area, as a learner does."""
+        cell = self.cell(index)
+        cell.scroll_into_view_if_needed()
+        cell.locator(".jp-InputPrompt").first.click()
+
+    def menu(self, command: str, menu: str = "Run") -> None:
+        """A command from the main menu bar (by its data-command)."""
+        self.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=menu).first.click()
+        self.page.locator(f".lm-Menu-item[data-command='{command}']").click()
+
     def run_cell(self, index: int) -> None:
         """Select one cell and run it from the Run menu, as a learner re-runs a check."""
-        self.cell(index).locator(".jp-InputPrompt").first.click()
-        self.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text="Run").first.click()
-        self.page.locator(".lm-Menu-item[data-command='notebook:run-cell']").click()
+        self.select(index)
+        self.menu("notebook:run-cell")
 
     def screenshot(self, name: str | None = None, focus=None) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -397,6 +457,57 @@ class NotebookRun:
             self.context.close()
         except Exception:
             pass
+
+
+PRESS_TIMEOUT = 90  # s, against a hang only: a press is judged by what it drew
+
+
+def _png_pixels(src: str) -> int:
+    """Coloured pixels of an <img>'s data: URL; 0 for anything that is not a PNG that decodes."""
+    import base64
+    import binascii
+
+    prefix = "data:image/png;base64,"
+    if not src.startswith(prefix):
+        return 0
+    try:
+        return figure_pixels.coloured_pixels(base64.b64decode(src[len(prefix):], validate=True))
+    except (binascii.Error, ValueError, OSError, SyntaxError):
+        return 0
+
+
+def _press_widget(run: "NotebookRun", index: int) -> list[str]:
+    """Press "Run Interact" on the widget in cell `index` and wait for what it shows. A widget whose
+    code shows a figure must show one with data on it: not a blank image, not bare axes."""
+    widget = run.cell(index).locator(".widget-interact").first
+    problems = []
+    try:
+        widget.scroll_into_view_if_needed(timeout=WIDGET_TIMEOUT)
+        widget.get_by_role("button", name="Run Interact").click()
+    except Exception as exc:  # noqa: BLE001 - said as a problem of this notebook
+        return [f"cell {index}: no widget with a Run Interact button to press ({str(exc).splitlines()[0]})"]
+    draws = "show_figure(" in _source(run.stored.cells[index])
+    deadline = time.monotonic() + PRESS_TIMEOUT
+    best = -1
+    while time.monotonic() < deadline:
+        if draws:
+            srcs = widget.locator(".widget-output img").evaluate_all("imgs => imgs.map(i => i.src)")
+            best = max([_png_pixels(s) for s in srcs] + [best])
+            if best >= figure_pixels.WITH_DATA:
+                break
+        elif widget.locator(".widget-output .jp-OutputArea-output").count():
+            break
+        time.sleep(0.25)
+    else:
+        problems.append(
+            f"cell {index}: the first press of Run Interact in a fresh kernel drew no figure with data "
+            f"({'no image' if best < 0 else f'{best} coloured pixels at best, expected at least {figure_pixels.WITH_DATA}'})"
+            if draws else f"cell {index}: pressing Run Interact showed nothing in {PRESS_TIMEOUT} s")
+    try:  # the callback has ended before anything else is run
+        run.page.wait_for_function(_IDLE_JS, timeout=KERNEL_IDLE_TIMEOUT, polling=200)
+    except Exception:  # noqa: BLE001 - the next step reports a kernel that stays busy
+        pass
+    return problems
 
 
 def run_seconds(nb) -> float:

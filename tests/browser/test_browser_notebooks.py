@@ -259,16 +259,107 @@ def reveal_hints(run) -> None:
         assert len(hint.text_content().strip()) > 20, f"the hint is empty: {hint.text_content()!r}"
 
 
-def run_interacts(run) -> None:
-    """`interact_manual` widgets: pressing the button must put something in their output."""
-    widgets = run.page.locator(".widget-interact")
-    for w in range(widgets.count()):
-        widget = widgets.nth(w)
-        button = widget.get_by_role("button", name="Run Interact")
-        if not button.count():
+def interact_problems(run) -> list[str]:
+    """Every `interact_manual` widget, pressed (again): it shows its output, and a figure with data where it draws one."""
+    return [problem for i in run.widget_cells for problem in run.press(i)]
+
+
+# --- every link opens something --------------------------------------------
+
+_MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)|href=[\"']([^\"']+)[\"']")
+
+
+def _links(nb) -> list[tuple[int, str]]:
+    """(cell index, target) of every link in the markdown cells, in order."""
+    return [(i, m.group(1) or m.group(2)) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+            for m in _MARKDOWN_LINK.finditer(source_of(c))]
+
+
+def _first_seen() -> dict[str, list[tuple[int, str, str]]]:
+    """notebook -> (cell, target, path from the project root) for each file a notebook links to,
+    in the first notebook that links to it: each target is followed once."""
+    taken, plan = set(), {}
+    for name in NOTEBOOKS:
+        for index, target in _links(nbformat.read(ROOT / "notebooks" / name, as_version=4)):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue  # a web page (no network here) or an anchor in the notebook itself
+            path = os.path.normpath(f"notebooks/{target.split('#')[0]}")
+            if path not in taken:
+                taken.add(path)
+                plan.setdefault(name, []).append((index, target, path))
+    return plan
+
+
+LINKS = _first_seen()
+
+
+def _close_current_tab(run) -> None:
+    """File > Close Tab, as a learner closes what a link opened."""
+    run.menu("application:close", menu="File")
+
+
+def _opened(page, path: str) -> str:
+    """'' once the file at `path` is open in the current tab, else what the lab showed instead."""
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text=Path(path).name)
+    dialog = page.locator(".jp-Dialog")
+    try:
+        _expect(tab.or_(dialog).first).to_be_visible(timeout=30_000)
+    except AssertionError:
+        return "nothing opened in 30 s"
+    if dialog.count():
+        said = " ".join(dialog.first.inner_text().split())
+        dialog.first.locator(".jp-Dialog-button").last.click()  # dismiss it, as a learner would
+        return f"an error dialog: {said[:200]!r}"
+    return ""
+
+
+def link_problems(run) -> list[str]:
+    """Follow each link this notebook is the first to make, as a click in the lab: each opens its file."""
+    problems = []
+    for index, target, path in LINKS.get(run.name, []):
+        cell = run.cell(index)
+        cell.scroll_into_view_if_needed()
+        # JupyterLab resolves a relative link to the file's download URL and opens the file on a click.
+        link = cell.locator(f".jp-RenderedMarkdown a[href*='/files/{path}']").first
+        try:
+            link.click(timeout=30_000)
+        except Exception as exc:  # noqa: BLE001 - said as a problem of this notebook
+            problems.append(f"cell {index}: the link to {target} is not there to click ({str(exc).splitlines()[0]})")
             continue
-        button.click()
-        _expect(widget.locator(".widget-output .jp-OutputArea-output").first).to_be_visible(timeout=60_000)
+        failed = _opened(run.page, path)
+        if failed:
+            problems.append(f"cell {index}: the link to {target} should open {path} in the lab; {failed}")
+        else:
+            _close_current_tab(run)
+    return problems
+
+
+def progress_link_problems(run) -> list[str]:
+    """The start page's table: each notebook link looks like a link and opens its notebook in the lab,
+    without reloading the page (which would drop the learner's other tabs and kernels' views)."""
+    problems = []
+    links = run.page.locator("table.loopkata-progress a")
+    if not links.count():
+        return []
+    looks = run.page.locator(".jp-RenderedMarkdown a").first.evaluate("a => getComputedStyle(a).color")
+    for k in range(links.count()):
+        link = links.nth(k)
+        name = link.get_attribute("href") or ""
+        colour = link.evaluate("a => getComputedStyle(a).color")
+        if colour != looks:
+            problems.append(f"the start page's link to {name} is drawn in {colour}, the notebook's links in {looks}")
+        run.page.evaluate("() => { window.loopkataNotReloaded = true; }")
+        link.scroll_into_view_if_needed()
+        link.click()
+        failed = _opened(run.page, f"notebooks/{name}")
+        if not run.page.evaluate("() => window.loopkataNotReloaded === true"):
+            problems.append(f"the start page's link to {name} reloaded the whole lab instead of opening a tab")
+            break  # the page is another now: the table's other links are not on it
+        if failed:
+            problems.append(f"the start page's link to {name} should open it in the lab; {failed}")
+        else:
+            _close_current_tab(run)
+    return problems
 
 
 def screenshot_focus(run):
@@ -302,8 +393,9 @@ def test_notebook_in_jupyterlab(notebook, runs, hidden_tests, timings):
         started = time.monotonic()
         answer_questions(run)
         reveal_hints(run)
-        run_interacts(run)
+        problems = run.first_press + interact_problems(run) + link_problems(run) + progress_link_problems(run)
         timings.setdefault(run.stem, {})["clicks"] = time.monotonic() - started
+        assert not problems, f"{notebook} in JupyterLab, as a learner clicks through it:\n  " + "\n  ".join(problems)
     finally:
         run.screenshot(focus=screenshot_focus(run))
 
