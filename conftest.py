@@ -121,7 +121,9 @@ LONGEST_FIRST = (
     "tests/test_workshop_hub.py::",
     "tests/test_katas_proven.py::",
 )
-ONE_WORKER = ("tests/browser/",)  # besides each notebook: groups whose tests share one session
+# Besides each notebook: groups whose tests share one session (a lab of their own each, the first
+# one is taken first).
+ONE_WORKER = ("tests/browser/test_learner_path.py", "tests/browser/")
 
 
 def _long_first(item) -> int:

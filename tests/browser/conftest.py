@@ -372,17 +372,7 @@ class NotebookRun:
         if outcome != "done":
             raise AssertionError(f"{self.name}: {outcome}\n{self.lab.log_tail()}")
         if self.first_widget is not None:
-            self.first_press = self.press(self.first_widget)
-            self.select(self.first_widget + 1)
-            self.menu("notebook:run-all-below")
-            first_after = sum(c.cell_type == "code" for c in self.stored.cells[:self.first_widget + 1])
-            try:  # the next code cell has started (a prompt of * or a number) before "finished" means anything
-                self.page.wait_for_function(
-                    f"() => {{ const p = ({_STATE_JS})().prompts[{first_after}]; return p !== undefined && p !== '[ ]:'; }}",
-                    timeout=60_000, polling=200)
-            except Exception as exc:
-                raise AssertionError(f"{self.name}: running the cells below the widget started none") from exc
-            self.first_widget = None
+            self.advance()
             return self.wait_finished()
         self.save()
         TIMINGS.setdefault(self.stem, {})["Run All"] = run_seconds(self.saved)
@@ -411,6 +401,23 @@ class NotebookRun:
 
     def cell(self, index: int):
         return self.cells().nth(index)
+
+    def advance(self) -> None:
+        """Once the cells down to the first widget have run: press it, then start the cells below.
+        Returns at once otherwise, so that Runs can move every open notebook on."""
+        if self.first_widget is None or not self.started or not self.page.evaluate(_FINISHED_JS):
+            return
+        widget, self.first_widget = self.first_widget, None
+        self.first_press = self.press(widget)
+        self.select(widget + 1)
+        self.menu("notebook:run-all-below")
+        first_after = sum(c.cell_type == "code" for c in self.stored.cells[:widget + 1])
+        try:  # the next code cell has started (a prompt of * or a number) before "finished" means anything
+            self.page.wait_for_function(
+                f"() => {{ const p = ({_STATE_JS})().prompts[{first_after}]; return p !== undefined && p !== '[ ]:'; }}",
+                timeout=60_000, polling=200)
+        except Exception as exc:
+            raise AssertionError(f"{self.name}: running the cells below the widget started none") from exc
 
     def press(self, index: int) -> list[str]:
         """Press the widget's button in cell `index`; what it showed wrong, as problems."""
@@ -577,6 +584,7 @@ class Runs:
             run = self.inflight.pop(name)
             if isinstance(run, NotebookRun):
                 try:
+                    self._advance_while_waiting(run)
                     run.wait_finished()
                 except Exception as exc:
                     run.close()
@@ -587,6 +595,21 @@ class Runs:
         if isinstance(run, Exception):
             raise run
         return run
+
+    def _advance_while_waiting(self, run: NotebookRun) -> None:
+        """While `run` runs, move the others on too: a notebook whose cells down to its widget have
+        run gets its press and its remaining cells now, not when its test comes."""
+        deadline = time.monotonic() + RUN_ALL_TIMEOUT / 1000
+        while time.monotonic() < deadline:
+            for each in [run, *self.inflight.values()]:
+                if isinstance(each, NotebookRun) and each.first_widget is not None:
+                    try:
+                        each.advance()
+                    except Exception as exc:  # noqa: BLE001 - reported by that notebook's test
+                        each.first_press.append(f"pressing its first widget failed: {str(exc).splitlines()[0]}")
+            if run.first_widget is None and run.page.evaluate(_FINISHED_JS):
+                return
+            time.sleep(0.5)
 
     def close(self) -> None:
         for run in [*self.inflight.values(), *self.done.values()]:
