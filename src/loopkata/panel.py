@@ -247,26 +247,28 @@ def once_solved(name: str):
 _LINK = "color:var(--jp-content-link-color,#1976d2);text-decoration:none"
 
 
-def _lab_root() -> Path | None:
-    """The root folder of the lab that started this kernel: the project under `make lab` and Binder,
-    the user's home on a hub. None where no lab started this kernel (nbval, a console)."""
+def _from_lab_root(path: Path) -> str | None:
+    """`path` as the lab that started this kernel names it: from its root folder, which is the project
+    under `make lab` and Binder but the user's home on a hub. None where no lab started this kernel."""
     from jupyter_core.paths import jupyter_runtime_dir
 
     server = Path(jupyter_runtime_dir()) / f"jpserver-{os.getppid()}.json"  # a kernel is the server's child
     try:
-        return Path(json.loads(server.read_text(encoding="utf-8"))["root_dir"]).expanduser().resolve()
+        root = Path(json.loads(server.read_text(encoding="utf-8"))["root_dir"]).expanduser().resolve()
+        return path.resolve().relative_to(root).as_posix()
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _notebook_link(kata: catalogue.Kata, lab_root: Path | None = None) -> str:
+def _notebook_link(kata: catalogue.Kata, in_lab: bool = False) -> str:
     """A link to the kata's notebook, coloured as a link (a widget's HTML shows links as plain text).
 
     In the live widget a click runs JupyterLab's docmanager:open (its command linker), which opens
     the notebook in a tab; the href, relative to this notebook, is for a static rendering."""
     opens = ""
-    if lab_root is not None and kata.notebook_path.resolve().is_relative_to(lab_root):
-        args = json.dumps({"path": kata.notebook_path.resolve().relative_to(lab_root).as_posix()})
+    path = _from_lab_root(kata.notebook_path) if in_lab else None
+    if path is not None:
+        args = json.dumps({"path": path})
         opens = f" data-commandlinker-command='docmanager:open' data-commandlinker-args='{html.escape(args)}'"
     return f"<a href='{html.escape(kata.notebook)}' style='{_LINK}'{opens}>{html.escape(kata.title)}</a>"
 
@@ -281,9 +283,8 @@ def progress_table():
     records = effort.records(effort.ROOMS)
     width = max((len(k.label) for k, _ in katas), default=0) + 1
     lines = [f"{k.label:<{width}} {status:<10} {k.title}" for k, status in katas]
-    lab_root = _lab_root()
     rows = "".join(
-        f"<tr><td>{k.number:02d}</td><td>{_notebook_link(k, lab_root)}</td>"
+        f"<tr><td>{k.number:02d}</td><td>{_notebook_link(k, in_lab=True)}</td>"
         f"<td><code>{k.id}</code></td><td>{status}</td>"
         f"<td>{html.escape(effort.needs_label(k, every))}</td><td>{html.escape(effort.time_label(k, records))}</td></tr>"
         for k, status in katas
@@ -349,14 +350,8 @@ def _drawn_whole(fn):
 
     @functools.wraps(fn)  # interactive reads the parameters from the signature, through __wrapped__
     def run(*args, **kwargs):
-        before = set(plt.get_fignums())
         with plt.ioff():
-            result = fn(*args, **kwargs)
-        for num in sorted(set(plt.get_fignums()) - before):  # left open: shown whole, as the flush would
-            figure = plt.figure(num)
-            display(figure)
-            plt.close(figure)
-        return result
+            return fn(*args, **kwargs)
 
     return run
 
