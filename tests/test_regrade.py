@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -132,7 +133,7 @@ def test_without_a_sandbox_the_regrade_still_hides_the_environment_and_says_so(c
 
 
 def test_the_sandbox_has_only_loopback_and_no_secret_of_etc():
-    """code in the sandbox sees no /etc/shadow, no checkout, no network interface but loopback, and writes only its own folder"""
+    """code in the sandbox sees no /etc/shadow, no checkout, no network interface but loopback, and writes only its own in-memory home"""
     _need_sandbox()
     import tempfile
 
@@ -143,6 +144,7 @@ def test_the_sandbox_has_only_loopback_and_no_secret_of_etc():
         "seen += [name for _, name in socket.if_nameindex() if name != 'lo']\n"
         "try:\n    open('/grading/mine', 'w'); seen.append('lent folder writable')\nexcept OSError:\n    pass\n"
         "open(os.path.join(os.environ['HOME'], 'ok'), 'w').write('ok')\n"
+        "seen += [] if open(os.path.join(os.environ['HOME'], 'ok')).read() == 'ok' else ['home not writable']\n"
         "print(seen)\n"
     )
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,7 +152,8 @@ def test_the_sandbox_has_only_loopback_and_no_secret_of_etc():
         ran = jail.run([sys.executable, "-c", code], {}, timeout=60, outputs=Path(tmp) / "out")
         assert ran.status == 0, ran.stderr.decode(errors="replace")[-1500:]
         assert ran.stdout.decode().strip() == "[]", f"the sandbox let the code see or do: {ran.stdout.decode().strip()}"
-        assert (Path(tmp) / "private" / "ok").read_text() == "ok"
+        # the home is in memory, gone with the sandbox: nothing of it is left on this machine's disk
+        assert list((Path(tmp) / "private").iterdir()) == [], "the sandbox's home left files on the disk"
 
 
 def test_room_regrade_of_a_hostile_export_leaves_the_checkout_as_it_was(checkout, tmp_path):
@@ -184,3 +187,57 @@ def test_room_regrade_of_a_hostile_export_leaves_the_checkout_as_it_was(checkout
         "a learner's code wrote into the facilitator's home"
     assert re.search(r"ada, 01 bound-semaphore: claimed solved, re-grade fails \d+ of \d+", said), (
         f"expected ada's unchanged starter to fail its re-grade after mallory's, got:\n{said}")
+
+
+DEEP_FOLDER = '''
+import os as _os
+_here = _os.getcwd()
+_os.chdir(_os.environ["HOME"])
+if not _os.path.isdir("d"):  # each test imports the file anew: make it once
+    for _ in range(1500):  # deeper than Python's recursion allows a plain rmtree to go
+        _os.mkdir("d")
+        _os.chdir("d")
+    _os.chdir(_here)
+'''
+
+
+@pytest.mark.parametrize("use_sandbox", [True, False], ids=["sandbox", "no-sandbox"])
+def test_a_folder_1500_levels_deep_in_the_home_neither_sinks_the_regrade_nor_stays(checkout, monkeypatch, tmp_path,
+                                                                                   use_sandbox):
+    """a learner's code that leaves a very deep folder gets its verdict, and the re-grade's throw-away folder is removed"""
+    if use_sandbox:
+        _need_sandbox()
+    root, _ = checkout
+    kata = catalogue.find(KATA_ID, root)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    graded = regrade.regrade_one(kata, _record(kata, DEEP_FOLDER + kata.solution_path.read_text()), "mallory",
+                                 use_sandbox=use_sandbox)
+    assert graded.how == regrade.GRADED and graded.passed, f"expected the fix to pass; the re-grade said: {graded.detail}"
+    assert list(scratch.iterdir()) == [], f"the re-grade left {[p.name for p in scratch.iterdir()]} behind"
+
+
+def test_one_learner_whose_check_never_ends_holds_the_room_only_for_their_own_time(checkout, monkeypatch):
+    """a learner's code that stops its grader's deadline spends that learner's time, and the next learner is graded as usual"""
+    _need_sandbox()
+    root, _ = checkout
+    monkeypatch.setenv("LOOPKATA_ROOT", str(root))
+    kata = catalogue.find(KATA_ID, root)
+    # The supervisor that keeps the check's deadline is stopped; the code itself goes on, so not
+    # every process is stopped and only the learner's own time can end it.
+    stall = ('import os as _os, signal as _signal, time as _time\n'
+             '_os.kill(_os.getppid(), _signal.SIGSTOP)\n'
+             'while True:\n    _time.sleep(0.1)\n')
+    monkeypatch.setattr(regrade, "learner_seconds", lambda katas: 8)
+    records = [SimpleNamespace(source=Path(f"{name}.json"), learner=name,
+                               katas={KATA_ID: _record(kata, text)})
+               for name, text in (("mallory", stall), ("ada", kata.solution_path.read_text()))]
+    monkeypatch.setattr(regrade, "names", lambda recs: [r.learner for r in recs])
+    started = time.monotonic()
+    results, _ = regrade.regrade_room(records, [kata], announce=lambda line: None)
+    took = time.monotonic() - started
+    mallory, ada = results
+    assert "did not end within the 8 s" in mallory.detail, f"expected mallory's check to end at her 8 s; {mallory.detail}"
+    assert ada.how == regrade.GRADED and ada.passed, f"expected ada's fix to pass after mallory's; {ada.detail}"
+    assert took < 60, f"the room took {took:.0f} s for one stalled learner allowed 8 s and one honest one"

@@ -14,11 +14,13 @@ another learner's re-grade.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -99,28 +101,62 @@ def _read_report(ran: sandbox.Ran) -> runner.CheckResult | str:
         return f"the check gave no report (exit status {ran.status}; {said[-1][:200] if said else 'nothing on stderr'})"
 
 
-def grade_in_jail(kata: catalogue.Kata, files: dict[str, bytes], use_sandbox: bool = True
-                  ) -> tuple[runner.CheckResult | str, sandbox.Jail]:
-    """Grade the learner's `files` for `kata` in a throw-away copy (and a sandbox where possible)."""
-    with tempfile.TemporaryDirectory(prefix="loopkata-regrade-") as tmp:
-        lent = grading_copy(kata, files, Path(tmp) / "lent")
-        jail = sandbox.jail(lent, Path(tmp) / "private", sandbox=use_sandbox)
+def kata_seconds(kata: catalogue.Kata) -> float:
+    """The longest one re-grade of `kata` may take, seen from outside its sandbox: its check's own
+    deadline, stretched as far as the check may stretch it on a busy machine, and a minute more."""
+    return kata.budget_seconds * stretch_cap() + 60
+
+
+def learner_seconds(katas: Iterable[catalogue.Kata]) -> float:
+    """What all of one learner's re-grades may take together: each kata's budget once, and a minute.
+    An honest check takes a fraction of its budget; code that holds its check up (SIGSTOP, a sleep
+    past every deadline inside) spends this learner's time only, never another learner's."""
+    return sum(k.budget_seconds for k in katas) + 60
+
+
+def grade_in_jail(kata: catalogue.Kata, files: dict[str, bytes], use_sandbox: bool = True,
+                  seconds: float | None = None) -> tuple[runner.CheckResult | str, sandbox.Jail | None]:
+    """Grade the learner's `files` for `kata` in a throw-away copy (and a sandbox where possible),
+    ended after `seconds` (kata_seconds when None) whatever the code inside does."""
+    bound = kata_seconds(kata) if seconds is None else seconds
+    if bound < 1:
+        return "this learner's re-grades had used up the time they may take together", None
+    tmp = Path(tempfile.mkdtemp(prefix="loopkata-regrade-"))
+    try:
+        lent = grading_copy(kata, files, tmp / "lent")
+        jail = sandbox.jail(lent, tmp / "private", sandbox=use_sandbox)
         root = jail.path(lent)
         cmd = [sys.executable, "-m", "loopkata", "check", kata.id, "--json",
                "--impl", str(root / "katas" / kata.path)]
         env = {"LOOPKATA_ROOT": str(root), "LOOPKATA_STATE": str(jail.home / ".loopkata"),
                "LOOPKATA_SERVICE_DATA": str(jail.home / ".loopkata"),
                "PYTHONPATH": str(root / "engine"), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-               "LOOPKATA_STRETCH_CAP": str(stretch_cap())}  # the facilitator's, so the backstop below stays behind it
-        try:  # the check keeps its own deadline; this one is only a backstop
-            ran = jail.run(cmd, env, timeout=kata.budget_seconds * stretch_cap() + 60, outputs=Path(tmp) / "outputs")
+               "LOOPKATA_STRETCH_CAP": str(stretch_cap())}  # the facilitator's, so the bound below stays behind it
+        try:  # the check keeps its own deadline; this one holds whatever the code does to that one
+            ran = jail.run(cmd, env, timeout=bound, outputs=tmp / "outputs",
+                           memory_bytes=kata.memory_mib << 20)
         except subprocess.TimeoutExpired:
-            return "the check did not end, even after its own deadline", jail
+            return f"the check did not end within the {bound:.0f} s it was allowed", jail
+        if ran.stopped:
+            return "every process of the check stopped itself (SIGSTOP), so it was ended", jail
         return _read_report(ran), jail
+    finally:
+        remove_tree(tmp)
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove `folder` whatever the learner's code left in it (a tree deeper than Python's
+    recursion allows, folders it may not read); what cannot be removed is left, never raised."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(["chmod", "-R", "u+rwx", "--", str(folder)], capture_output=True, timeout=300)
+        subprocess.run(["rm", "-rf", "--", str(folder)], capture_output=True, timeout=300)
+    if folder.exists():
+        with contextlib.suppress(Exception):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def regrade_one(kata: catalogue.Kata, rec, learner: str = "", index: int = 0,
-                use_sandbox: bool = True) -> Regrade:
+                use_sandbox: bool = True, seconds: float | None = None) -> Regrade:
     """Grade one learner's files for one kata, and compare with what they claim."""
     out = Regrade(index, learner, kata, rec.status, NOTHING, "has no files to grade")
     if not rec.files:
@@ -136,7 +172,7 @@ def regrade_one(kata: catalogue.Kata, rec, learner: str = "", index: int = 0,
     if unavailable:
         out.how, out.detail = UNAVAILABLE, f"not possible on this machine: {unavailable}"
         return out
-    graded, _ = grade_in_jail(kata, rec.files, use_sandbox)
+    graded, _ = grade_in_jail(kata, rec.files, use_sandbox, seconds)
     out.how = GRADED
     if isinstance(graded, str):
         out.detail = f"could not grade it: {graded}"
@@ -157,17 +193,20 @@ def regrade_one(kata: catalogue.Kata, rec, learner: str = "", index: int = 0,
 def regrade_room(records: list[Record], katas: Iterable[catalogue.Kata],
                  announce=print) -> tuple[list[Regrade], list[str]]:
     """Re-grade every kata of every record that claims something, with `katas` (this machine's
-    catalogue); one Regrade each, and one line per kata the catalogue does not have."""
+    catalogue); one Regrade each, and one line per kata the catalogue does not have. Each learner's
+    re-grades share learner_seconds of their katas: one learner can hold the room up no longer."""
     by_id = {k.id: k for k in katas}
     results, problems = [], []
     for i, (name, record) in enumerate(zip(names(records), records)):
+        known = {kata_id: by_id[kata_id] for kata_id in record.katas if kata_id in by_id}
+        until = time.monotonic() + learner_seconds(known.values())
         for kata_id, rec in record.katas.items():
-            kata = by_id.get(kata_id)
+            kata = known.get(kata_id)
             if kata is None:
                 problems.append(f"{visible(display_path(record.source))}: kata {visible(kata_id)!r} is not in this "
                                 "catalogue, so it was not re-graded")
                 continue
-            one = regrade_one(kata, rec, name, i)
+            one = regrade_one(kata, rec, name, i, seconds=min(kata_seconds(kata), until - time.monotonic()))
             results.append(one)
             if one.how not in (STARTER, NOTHING) or one.differs:
                 mark = "   <- differs from the claim" if one.differs else ""

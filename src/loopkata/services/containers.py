@@ -241,11 +241,13 @@ class Cgroup:
     Leaving the `with` block kills every process still in it and removes it. `stats()` reads the
     kernel's own counters: nr_throttled and throttled_usec (cpu), oom_kill and peak_bytes (memory)."""
 
-    def __init__(self, *, cpus: float | None = None, memory_bytes: int | None = None, period_us: int = 100_000):
+    def __init__(self, *, cpus: float | None = None, memory_bytes: int | None = None, period_us: int = 100_000,
+                 tasks: int | None = None):
         self.version = _version()
         self.dirs: dict[str, Path] = {}
         name = f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         controllers = ([("cpu", cpus)] if cpus is not None else []) + ([("memory", memory_bytes)] if memory_bytes is not None else [])
+        controllers += [("pids", tasks)] if tasks is not None else []  # processes and threads together
         for controller, _ in controllers:
             if self.version == 2 and self.dirs:
                 self.dirs[controller] = next(iter(self.dirs.values()))
@@ -271,6 +273,8 @@ class Cgroup:
                     self._write("memory", "memory.limit_in_bytes", str(memory_bytes))
                     with contextlib.suppress(OSError):  # no swap accounting: the machine has no swap to use
                         self._write("memory", "memory.memsw.limit_in_bytes", str(memory_bytes))
+            if tasks is not None:
+                self._write("pids", "pids.max", str(tasks))
         except BaseException:
             self.close()
             raise
