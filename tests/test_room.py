@@ -340,3 +340,79 @@ def test_regrade_outside_a_loop_katas_folder_refuses_in_one_line_before_anything
         f"expected the line to say --regrade needs a folder with katas/catalogue.toml, got {lines[0]!r}"
     assert out.returncode == 2, f"expected exit 2 (the tool cannot do what was asked), got {out.returncode}"
     assert not (tmp_path / "r.png").exists(), "expected no figure written"
+
+
+# --- 4. what a re-grade counts ----------------------------------------------------------
+# These re-grades are fixed results put in place of the sandboxed check, so each test takes
+# well under a second and says exactly what the re-grade found.
+
+def a_check(verdict: str, failing: int = 0, total: int = 5, problem: str = "") -> runner.CheckResult:
+    """A check's report: `total` hidden tests of which `failing` failed."""
+    tests = [runner.TestResult(name=f"test_{n}", title=f"hidden test {n}",
+                               outcome=runner.FAILED if n < failing else runner.PASSED) for n in range(total)]
+    return runner.CheckResult(kata=KATA, impl=KATA_FILE, verdict=verdict, tests=tests, problem=problem)
+
+
+# Each learner claims solved; what the re-grade of their file finds. bob's grading broke for a reason of the
+# machine (no report at all); carol's check reported no verdict (her code may have crashed the grader).
+A_ROOM = {
+    "alice": (90, a_check(runner.PASSED)),
+    "bob": (60, "the check gave no report (exit status -9; nothing on stderr)"),
+    "carol": (120, a_check(runner.ERROR, problem="INTERNALERROR RuntimeError: the grader's plugin crashed")),
+    "mallory": (5, a_check(runner.FAILED, failing=2)),
+}
+
+
+def regraded_room(tmp_path, monkeypatch, capsys, room=A_ROOM):
+    """`loopkata room --regrade` run here on one export per learner of `room` (all claiming solved), each
+    re-grade giving its fixed result; the exit status, stdout, stderr and the figure as it was saved."""
+    from matplotlib.figure import Figure
+
+    from loopkata import cli
+    from loopkata.room import regrade
+
+    monkeypatch.setenv("LOOPKATA_ROOT", str(ROOT))
+    paths = []
+    for learner, (seconds, _) in room.items():
+        files = {KATA_FILE: f"# {learner}'s fix\n"}
+        paths.append(write(tmp_path / "exports" / f"{learner}.json",
+                           an_export(learner, "solved", 2, seconds=seconds, files=files)))
+
+    def graded(kata, files, *args, **kwargs):
+        learner = files[KATA_FILE].decode().split("'")[0].removeprefix("# ")
+        return room[learner][1], None
+
+    monkeypatch.setattr(regrade, "grade_in_jail", graded)
+    saved, real_savefig = [], Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        saved.append(fig)
+        return real_savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    status = cli.main(["room", "--regrade", *map(str, paths), "--figure", str(tmp_path / "room.png")])
+    out = capsys.readouterr()
+    assert len(saved) == 1, f"expected the figure saved once, got {len(saved)} saves:\n{out.out}\n{out.err}"
+    return status, out.out, out.err, saved[0]
+
+
+def test_a_regrade_that_gave_no_verdict_is_reported_as_such_never_as_a_contradicted_claim(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """a grading that broke (no report, or a check that could not grade) is counted apart; only mallory's failing
+    file contradicts her claim, and the room exits 1 because two learners could not be graded"""
+    status, out, _, _ = regraded_room(tmp_path, monkeypatch, capsys)
+    summary = next((line for line in out.splitlines() if " re-graded, " in line), "")
+    assert re.search(r"\b2 gave no verdict\b", summary) and "1 claim differs" in summary, \
+        f"expected the summary to count 2 re-grades that gave no verdict and 1 claim differing, got {summary!r}"
+    contradicted = [line.strip() for line in out.splitlines() if line.strip().startswith("! ")]
+    assert len(contradicted) == 1 and "mallory" in contradicted[0], \
+        f"expected only mallory's claim listed as contradicted, got {contradicted}"
+    for learner in ("bob", "carol"):
+        said = [line for line in out.splitlines() if line.startswith(f"  {learner}, ")]
+        assert said and "could not grade it" in said[0] and "differs" not in said[0], \
+            f"expected {learner}'s re-grade said as 'could not grade it', not as differing, got {said}"
+    listed = out[out.find("gave no verdict:"):] if "gave no verdict:" in out else ""
+    assert "bob" in listed and "carol" in listed and "mallory" not in listed, \
+        f"expected a list of the re-grades that gave no verdict naming bob and carol, got:\n{out}"
+    assert status == 1, f"expected exit 1: the room had re-grades that gave no verdict, got {status}"
+

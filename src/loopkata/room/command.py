@@ -2,8 +2,8 @@
 
 A table learner x kata and a figure; with --regrade, every learner's files graded again on this
 machine (loopkata.room.regrade: a throw-away copy and a sandbox). A learner's code runs inside the
-learner's own grader, where it can fool it; the re-grade is stronger evidence, and every claim it
-contradicts is marked.
+learner's own grader, where it can fool it; the re-grade is stronger evidence: every claim it
+contradicts is marked, and a re-grade that gave no verdict is reported as the room's problem.
 """
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ from ..model.paths import shown_path
 from . import sandbox
 from .exports import load_room, visible
 from .figure import FigureFormatError, figure, figure_format
-from .regrade import GRADED, STARTER, UNAVAILABLE, regrade_room
+from .regrade import GRADED, NO_VERDICT, STARTER, UNAVAILABLE, regrade_room
 from .table import columns, table
 
 
 def cmd_room(args) -> int:
-    """`loopkata room [--regrade] [--figure PATH] EXPORT...`; exit 0, 1 if an export was skipped or a claim
-    differs from the re-grade, 2 if no export could be read or the figure's path names no format to write."""
+    """`loopkata room [--regrade] [--figure PATH] EXPORT...`; exit 0, 1 if an export was skipped, a claim
+    differs from the re-grade or a re-grade gave no verdict, 2 if no export could be read or the figure's
+    path names no format to write."""
     try:
         figure_format(args.figure)  # before any work: a re-grade can take minutes
     except FigureFormatError as exc:
@@ -42,7 +43,7 @@ def cmd_room(args) -> int:
         print("loopkata room: no export could be read, so there is no room to show. Learners write one with "
               "`loopkata progress --export FILE`.", file=sys.stderr)
         return 2
-    marked, differing = set(), []
+    marked, differing, broken = set(), [], []
     if katas is not None:
         learners = f"{len(records)} learner{'s' if len(records) != 1 else ''}"
         why_not = sandbox.why_no_sandbox()
@@ -54,18 +55,27 @@ def cmd_room(args) -> int:
         for line in lost:
             print(f"loopkata room: {line}", file=sys.stderr)
         differing = [r for r in results if r.differs]
+        broken = [r for r in results if r.how == NO_VERDICT]
         marked = {(r.index, r.kata.id) for r in differing}
         count = {how: sum(r.how == how for r in results) for how in (GRADED, STARTER, UNAVAILABLE)}
         could_not = f", {count[UNAVAILABLE]} could not be re-graded here" if count[UNAVAILABLE] else ""
-        print(f"{count[GRADED]} re-graded, {count[STARTER]} left alone (the starter as shipped){could_not}; "
-              f"{len(differing)} claim{' differs' if len(differing) == 1 else 's differ'} from the re-grade.\n")
+        no_verdict = (f", {len(broken)} gave no verdict (the grading itself failed, which neither confirms nor "
+                      "contradicts a claim)" if broken else "")
+        print(f"{count[GRADED]} re-graded, {count[STARTER]} left alone (the starter as shipped){could_not}"
+              f"{no_verdict}; {len(differing)} claim{' differs' if len(differing) == 1 else 's differ'} "
+              "from the re-grade.\n")
     cols = columns(records)
     print(table(records, cols, marked))
     if differing:
         print("\nClaims the re-grade contradicts:")
         for r in differing:
             print(f"  ! {visible(r.line())}")
-    status = 1 if problems or differing else 0
+    if broken:
+        print("\nRe-grades that gave no verdict: the claim is neither confirmed nor contradicted, and can be "
+              "re-graded again once the reason is found:")
+        for r in broken:
+            print(f"  ~ {visible(r.line())}")
+    status = 1 if problems or differing or broken else 0
     try:
         figure(records, cols, args.figure)
     except ImportError:

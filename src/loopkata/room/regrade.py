@@ -11,6 +11,12 @@ passed or failed. That is stronger than the learner's own claim, but not proof a
 learner who sets out to fool it: their code runs in the same process as the tests it is
 graded by, so it can forge its own report. It cannot reach the facilitator's files, nor
 another learner's re-grade.
+
+A re-grade that gave no verdict (the check did not report, or reported that it could not grade)
+contradicts no claim: the evidence is missing, not contrary. The machine (a process limit
+lowered, a grader that crashed) or the learner's code may have caused it, and from here the two
+cannot be told apart. It confirms no claim either, so a learner whose code breaks its grader
+gains nothing: the room reports the re-grade as a problem of its own.
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ from .exports import Record, visible
 from .table import names
 
 GRADED, STARTER, UNAVAILABLE, REFUSED, NOTHING = "graded", "starter", "unavailable", "refused", "nothing"
+NO_VERDICT = "no verdict"  # "could not grade it": the check gave no report, or reported it could not grade
 PROMISE = ("A re-grade runs each learner's files on this machine's hidden tests, in a throw-away copy "
            "and a sandbox: stronger than the learner's claim, but no proof against a learner who sets "
            "out to fool it (their code runs beside the tests that grade it).")
@@ -47,15 +54,16 @@ class Regrade:
     learner: str
     kata: catalogue.Kata
     claimed: str
-    how: str  # GRADED, STARTER (not graded: the starter as shipped), UNAVAILABLE, REFUSED, NOTHING
+    how: str  # GRADED, STARTER (not graded: the starter as shipped), UNAVAILABLE, NO_VERDICT, REFUSED, NOTHING
     detail: str  # "passes all 5", "fails 2 of 5", "could not grade it: ..."
     passed: bool = False
     failing: list[str] = field(default_factory=list)
 
     @property
     def differs(self) -> bool:
-        """The claim and the evidence disagree: a re-grade that could not run here proves nothing."""
-        return self.how != UNAVAILABLE and (self.claimed == progress.SOLVED) != self.passed
+        """The claim and the evidence disagree: a re-grade that could not run here, or gave no verdict,
+        proves nothing."""
+        return self.how not in (UNAVAILABLE, NO_VERDICT) and (self.claimed == progress.SOLVED) != self.passed
 
     def line(self) -> str:
         more = f"; and {len(self.failing) - 3} more" if len(self.failing) > 3 else ""
@@ -173,17 +181,18 @@ def regrade_one(kata: catalogue.Kata, rec, learner: str = "", index: int = 0,
         out.how, out.detail = UNAVAILABLE, f"not possible on this machine: {unavailable}"
         return out
     graded, _ = grade_in_jail(kata, rec.files, use_sandbox, seconds)
-    out.how = GRADED
     if isinstance(graded, str):
-        out.detail = f"could not grade it: {graded}"
+        out.how, out.detail = NO_VERDICT, f"could not grade it: {graded}"
         return out
+    out.how = GRADED
     out.passed, total = graded.passed, len(graded.tests)
     if graded.passed:
         out.detail = f"passes all {total}"
     elif graded.verdict == runner.NOT_HERE:
         out.how, out.detail = UNAVAILABLE, f"not possible on this machine: {graded.problem.strip().splitlines()[0]}"
     elif graded.verdict == runner.ERROR:
-        out.detail = f"could not grade it: {(graded.problem.strip().splitlines() or ['no reason given'])[0]}"
+        said = (graded.problem.strip().splitlines() or ["no reason given"])[0]
+        out.how, out.detail = NO_VERDICT, f"could not grade it: {said}"
     else:
         out.detail = f"fails {len(graded.failures)} of {total}"
         out.failing = [t.title for t in graded.failures]
