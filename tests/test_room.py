@@ -416,3 +416,61 @@ def test_a_regrade_that_gave_no_verdict_is_reported_as_such_never_as_a_contradic
         f"expected a list of the re-grades that gave no verdict naming bob and carol, got:\n{out}"
     assert status == 1, f"expected exit 1: the room had re-grades that gave no verdict, got {status}"
 
+
+def test_after_a_regrade_the_table_counts_as_solved_only_the_claims_it_confirmed(tmp_path, monkeypatch, capsys):
+    """four solved claims: one confirmed, two without a verdict (claimed, not verified), one contradicted; the
+    solved row says 1/4, the cells say which is which, and the median is of the confirmed one alone"""
+    _, out, _, _ = regraded_room(tmp_path, monkeypatch, capsys)
+    cells = {learner: table_row(out, learner)[1] for learner in A_ROOM}
+    expected = {"alice": "✓ 2", "bob": "✓ 2~", "carol": "✓ 2~", "mallory": "✓ 2!"}
+    assert cells == expected, f"expected the cells {expected} (~ not verified, ! contradicted), got {cells}"
+    assert table_row(out, "solved")[1] == "1/4", \
+        f"expected the solved row to count alice's confirmed claim only (1/4), got {table_row(out, 'solved')}"
+    assert table_row(out, "not verified")[1] == "2/4", \
+        f"expected a row counting the 2 solved claims the re-grade could not check, got:\n{out}"
+    assert table_row(out, "median")[1] == "1m30s", \
+        f"expected the median time of alice's confirmed solve alone (1m30s), got {table_row(out, 'median')}"
+    legend = next((line for line in out.splitlines() if line.startswith("4 learners:")), "")
+    assert "~" in legend and "not verified" in legend and "contradicts" in legend, \
+        f"expected the table's legend to say what ~ and ! mean, got {legend!r}"
+
+
+def test_after_a_regrade_the_figure_draws_confirmed_unverified_and_contradicted_claims_apart(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """the figure's bar for the kata: 1 solved (confirmed), 2 claimed but not verified, 1 contradicted, each in its own
+    colour with a legend that says so; its title says it follows the re-grade, the median counts alice only"""
+    from matplotlib.axes import Axes
+    from matplotlib.legend import Legend
+
+    fig = regraded_room(tmp_path, monkeypatch, capsys)[3]
+    top = [ax for ax in fig.findobj(Axes) if ax.get_title().startswith("Learners per kata")]
+    assert len(top) == 1, f"expected one panel titled 'Learners per kata', got {[a.get_title() for a in top]}"
+    ax = top[0]
+    assert "after the re-grade" in ax.get_title(), f"expected the title to say it follows the re-grade, got " \
+                                                   f"{ax.get_title()!r}"
+    bars = {c.get_label(): c.patches[0].get_height() for c in ax.containers}
+    drawn = {meaning: [n for label, n in bars.items() if meaning in label] for meaning in
+             ("confirmed", "not verified", "contradicted")}
+    assert drawn == {"confirmed": [1], "not verified": [2], "contradicted": [1]}, \
+        f"expected bars of 1 confirmed, 2 not verified and 1 contradicted, each once, got the bars {bars}"
+    colours = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
+    assert len(set(colours.values())) == len(colours), f"expected each status in a colour of its own, got {colours}"
+    legends = [sorted(t.get_text() for t in legend.get_texts()) for legend in fig.findobj(Legend)]
+    assert sorted(bars) in legends, f"expected a legend naming every bar {sorted(bars)}, got the legends {legends}"
+    assert any(t.startswith("1m30s") and "(n=1)" in t for t in figure_texts(fig)), \
+        "expected the median of alice's confirmed solve alone, '1m30s (n=1)', got the texts:\n" + \
+        "\n".join(figure_texts(fig))
+
+
+def test_a_solved_claim_this_machine_cannot_regrade_is_claimed_not_verified_and_not_a_problem(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """a kata this machine cannot grade ("not possible on this machine"): the claim is neither counted solved nor
+    contradicted, and, being no fault of the grading, the room still exits 0"""
+    room = {"alice": (90, a_check(runner.PASSED)),
+            "dan": (60, a_check(runner.NOT_HERE, problem="this machine has no cgroup file system\nmore"))}
+    status, out, err, _ = regraded_room(tmp_path, monkeypatch, capsys, room)
+    cells = {learner: table_row(out, learner)[1] for learner in room}
+    assert cells == {"alice": "✓ 2", "dan": "✓ 2~"}, f"expected dan's claim shown as not verified (~), got {cells}"
+    assert (table_row(out, "solved")[1], table_row(out, "not verified")[1]) == ("1/2", "1/2"), \
+        f"expected 1/2 solved and 1/2 not verified, got:\n{out}"
+    assert status == 0, f"expected exit 0 (nothing went wrong, this machine lacks a mechanism), got {status}:\n{err}"

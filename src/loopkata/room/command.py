@@ -3,7 +3,8 @@
 A table learner x kata and a figure; with --regrade, every learner's files graded again on this
 machine (loopkata.room.regrade: a throw-away copy and a sandbox). A learner's code runs inside the
 learner's own grader, where it can fool it; the re-grade is stronger evidence: every claim it
-contradicts is marked, and a re-grade that gave no verdict is reported as the room's problem.
+contradicts is marked, a re-grade that gave no verdict is reported as the room's problem, and the
+table and the figure count as solved only the claims it confirmed (loopkata.room.standing).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from . import sandbox
 from .exports import load_room, visible
 from .figure import FigureFormatError, figure, figure_format
 from .regrade import GRADED, NO_VERDICT, STARTER, UNAVAILABLE, regrade_room
+from .standing import Standing
 from .table import columns, table
 
 
@@ -43,7 +45,7 @@ def cmd_room(args) -> int:
         print("loopkata room: no export could be read, so there is no room to show. Learners write one with "
               "`loopkata progress --export FILE`.", file=sys.stderr)
         return 2
-    marked, differing, broken = set(), [], []
+    standing, differing, broken = Standing(records), [], []
     if katas is not None:
         learners = f"{len(records)} learner{'s' if len(records) != 1 else ''}"
         why_not = sandbox.why_no_sandbox()
@@ -56,7 +58,7 @@ def cmd_room(args) -> int:
             print(f"loopkata room: {line}", file=sys.stderr)
         differing = [r for r in results if r.differs]
         broken = [r for r in results if r.how == NO_VERDICT]
-        marked = {(r.index, r.kata.id) for r in differing}
+        standing = Standing(records, {(r.index, r.kata.id): r.found for r in results if r.found})
         count = {how: sum(r.how == how for r in results) for how in (GRADED, STARTER, UNAVAILABLE)}
         could_not = f", {count[UNAVAILABLE]} could not be re-graded here" if count[UNAVAILABLE] else ""
         no_verdict = (f", {len(broken)} gave no verdict (the grading itself failed, which neither confirms nor "
@@ -65,19 +67,19 @@ def cmd_room(args) -> int:
               f"{no_verdict}; {len(differing)} claim{' differs' if len(differing) == 1 else 's differ'} "
               "from the re-grade.\n")
     cols = columns(records)
-    print(table(records, cols, marked))
+    print(table(records, cols, standing))
     if differing:
         print("\nClaims the re-grade contradicts:")
         for r in differing:
             print(f"  ! {visible(r.line())}")
     if broken:
-        print("\nRe-grades that gave no verdict: the claim is neither confirmed nor contradicted, and can be "
-              "re-graded again once the reason is found:")
+        print("\nRe-grades that gave no verdict: the claim is not verified, and can be re-graded again once the "
+              "reason is found:")
         for r in broken:
             print(f"  ~ {visible(r.line())}")
     status = 1 if problems or differing or broken else 0
     try:
-        figure(records, cols, args.figure)
+        figure(records, cols, args.figure, standing)
     except ImportError:
         print("loopkata room: the figure needs matplotlib (pip install matplotlib); the table above is complete.",
               file=sys.stderr)

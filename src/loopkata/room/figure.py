@@ -7,6 +7,7 @@ from pathlib import Path
 from ..learner import progress
 from ..model.paths import shown_path
 from .exports import Record, visible
+from .standing import CONTRADICTED, NOT_VERIFIED, Standing
 from .table import Column, duration, median_seconds, where_stuck
 
 WRAP = 60  # characters per line of a label: a hidden test's title is read whole, on as many lines as it takes
@@ -15,6 +16,12 @@ LINE_INCHES = 0.16  # one line of an 8-point label, with room between rows
 GAP_LINES = 1.6  # between rows, in lines
 PANEL_INCHES = 3.75  # the height of each of the first two panels
 MAX_STUCK_LINES = 300  # the stuck panel's height (48 inches): every kata of the catalogue fits, a forged room is cut
+# One colour per status, bottom to top; a claim the re-grade did not confirm is a colour of its own, never solved's
+STATUSES = ((progress.SOLVED, "#2da44e"), (NOT_VERIFIED, "#9be9a8"), (CONTRADICTED, "#8250df"),
+            (progress.ATTEMPTED, "#d29922"), (progress.UNTOUCHED, "#afb8c1"), (progress.MISSING, "#6e7781"))
+AFTER_REGRADE = {progress.SOLVED: "solved, confirmed by the re-grade",
+                 NOT_VERIFIED: "claimed solved, not verified (the re-grade could not check it)",
+                 CONTRADICTED: "claim contradicted by the re-grade"}
 
 
 def wrapped(text: str) -> str:
@@ -43,9 +50,10 @@ def stuck_rows(records: list[Record], cols: list[Column]) -> list[tuple[str, int
     return rows
 
 
-def figure(records: list[Record], cols: list[Column], path: Path) -> None:
+def figure(records: list[Record], cols: list[Column], path: Path, standing: Standing | None = None) -> None:
     """Save the room as a figure (PNG, or the format `path` ends in): solved per kata, median time to solve,
     and where the room is stuck (the tests the table lists, each title whole on as many lines as it takes).
+    After a re-grade (`standing`) the first two panels count as solved only the claims it confirmed.
 
     Uses matplotlib's Agg canvas directly, so no display and no pyplot state is involved. Every text
     is plain: kata ids and test titles come from learners, and "$" or TeX in them must not be parsed.
@@ -54,6 +62,7 @@ def figure(records: list[Record], cols: list[Column], path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    standing = standing or Standing(records)
     rows = stuck_rows(records, cols)
     # Each row as tall as its wrapped label, and a gap: the stuck panel grows with its titles.
     heights = [row_lines(label) for label, _ in rows]
@@ -68,26 +77,30 @@ def figure(records: list[Record], cols: list[Column], path: Path) -> None:
         xs = range(len(cols))
 
         base = [0] * len(cols)
-        for status, colour in ((progress.SOLVED, "#2da44e"), (progress.ATTEMPTED, "#d29922"),
-                               (progress.UNTOUCHED, "#afb8c1"), (progress.MISSING, "#6e7781")):
-            counts = [sum(1 for r in records if getattr(r.katas.get(c.id), "status", "") == status) for c in cols]
-            if any(counts) or status != progress.MISSING:
-                top.bar(xs, counts, bottom=base, color=colour, label=status)
+        for status, colour in STATUSES:
+            counts = [standing.count(c.id, status) for c in cols]
+            if any(counts) or status in (progress.SOLVED, progress.ATTEMPTED, progress.UNTOUCHED):
+                label = AFTER_REGRADE.get(status, status) if standing.regraded else status
+                top.bar(xs, counts, bottom=base, color=colour, label=label)
                 base = [b + n for b, n in zip(base, counts)]
-        top.set_title(f"Learners per kata and status ({len(records)} in the room)")
+        after = ", after the re-grade" if standing.regraded else ""
+        top.set_title(f"Learners per kata and status{after} ({len(records)} in the room)")
         top.set_ylabel("learners")
         top.set_xticks(list(xs), labels, fontsize=8, rotation=20, ha="right")
         top.yaxis.get_major_locator().set_params(integer=True)
-        top.legend(loc="upper right", fontsize=8)
+        if standing.regraded:  # its longer labels under the panel, where they hide no bar
+            top.get_figure(root=False).legend(loc="outside lower center", ncols=3, fontsize=8)
+        else:
+            top.legend(loc="upper right", fontsize=8)
 
-        minutes = [median_seconds(records, c.id) for c in cols]
+        minutes = [median_seconds(records, c.id, standing) for c in cols]
         middle.bar(xs, [m / 60 if m is not None else 0 for m in minutes], color="#0969da")
         for x, m, c in zip(xs, minutes, cols):
-            n = sum(1 for r in records if getattr(r.katas.get(c.id), "seconds_to_solve", None) is not None
-                    and r.katas[c.id].status == progress.SOLVED)
+            n = sum(1 for rec in standing.solved(c.id) if rec.seconds_to_solve is not None)
             middle.annotate(duration(m) + (f"\n(n={n})" if n else ""), (x, (m or 0) / 60), ha="center", va="bottom",
                             fontsize=8)
-        middle.set_title("Median time from first check to solved")
+        middle.set_title("Median time from first check to solved" + (" (solves the re-grade confirmed)"
+                                                                     if standing.regraded else ""))
         middle.set_ylabel("minutes")
         middle.set_xticks(list(xs), labels, fontsize=8, rotation=20, ha="right")
         middle.set_ylim(0, max([1.0] + [m / 60 * 1.3 for m in minutes if m is not None]))

@@ -16,7 +16,8 @@ A re-grade that gave no verdict (the check did not report, or reported that it c
 contradicts no claim: the evidence is missing, not contrary. The machine (a process limit
 lowered, a grader that crashed) or the learner's code may have caused it, and from here the two
 cannot be told apart. It confirms no claim either, so a learner whose code breaks its grader
-gains nothing: the room reports the re-grade as a problem of its own.
+gains nothing: the claim counts as not verified, and the room reports the re-grade as a problem
+of its own.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from ..model import catalogue, starters
 from ..model.paths import display_path
 from . import sandbox
 from .exports import Record, visible
+from .standing import CONFIRMED, CONTRADICTED
 from .table import names
 
 GRADED, STARTER, UNAVAILABLE, REFUSED, NOTHING = "graded", "starter", "unavailable", "refused", "nothing"
@@ -64,6 +66,13 @@ class Regrade:
         """The claim and the evidence disagree: a re-grade that could not run here, or gave no verdict,
         proves nothing."""
         return self.how not in (UNAVAILABLE, NO_VERDICT) and (self.claimed == progress.SOLVED) != self.passed
+
+    @property
+    def found(self) -> str | None:
+        """What the re-grade found of the claim (standing.CONFIRMED or CONTRADICTED); None when it did not check it."""
+        if self.differs:
+            return CONTRADICTED
+        return CONFIRMED if self.how == GRADED else None
 
     def line(self) -> str:
         more = f"; and {len(self.failing) - 3} more" if len(self.failing) > 3 else ""

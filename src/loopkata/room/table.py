@@ -7,8 +7,11 @@ from dataclasses import dataclass
 from ..learner import progress
 from ..model import catalogue
 from .exports import KataRecord, Record, visible
+from .standing import CONTRADICTED, NOT_VERIFIED, Standing
 
 MARK = {progress.SOLVED: "✓", progress.ATTEMPTED: "✗", progress.UNTOUCHED: "·", progress.MISSING: "?"}
+# After a re-grade, beside the claim's mark: what the re-grade made of it
+FOUND = {CONTRADICTED: "!", NOT_VERIFIED: "~"}
 
 
 @dataclass(frozen=True)
@@ -63,14 +66,15 @@ def duration(seconds: float | None) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def solved_in_time(records: list[Record], kata_id: str) -> list[KataRecord]:
-    """The records of `kata_id` that solved it and know how long that took."""
-    return [rec for r in records if (rec := r.katas.get(kata_id)) is not None
-            and rec.status == progress.SOLVED and rec.seconds_to_solve is not None]
+def solved_in_time(records: list[Record], kata_id: str, standing: Standing | None = None) -> list[KataRecord]:
+    """The records of `kata_id` that solved it (as `standing` counts, by default as claimed) and know how long
+    that took."""
+    solved = (standing or Standing(records)).solved(kata_id)
+    return [rec for rec in solved if rec.seconds_to_solve is not None]
 
 
-def median_seconds(records: list[Record], kata_id: str) -> float | None:
-    times = [rec.seconds_to_solve for rec in solved_in_time(records, kata_id)]
+def median_seconds(records: list[Record], kata_id: str, standing: Standing | None = None) -> float | None:
+    times = [rec.seconds_to_solve for rec in solved_in_time(records, kata_id, standing)]
     return statistics.median(times) if times else None
 
 
@@ -115,24 +119,32 @@ def where_stuck(records: list[Record], cols: list[Column], shown: int = SHOWN) -
     return [Stuck(c, tuple(tests[:shown]), len(tests)) for c, tests in every if tests]
 
 
-def table(records: list[Record], cols: list[Column], marked: set[tuple[int, str]] = frozenset()) -> str:
-    """The room as text: one row per learner, one column per kata; `marked` (record index, kata id) get a "!"."""
+def table(records: list[Record], cols: list[Column], standing: Standing | None = None) -> str:
+    """The room as text: one row per learner, one column per kata. After a re-grade (`standing`), a claim it
+    contradicts gets a "!", a solved claim it could not check a "~", and only confirmed claims count as solved."""
+    standing = standing or Standing(records)
     who = names(records)
-    rows = [[n] + [cell(r.katas.get(c.id)) + ("!" if (i, c.id) in marked else "") for c in cols]
+    rows = [[n] + [cell(r.katas.get(c.id)) + FOUND.get(standing.status(i, c.id), "") for c in cols]
             for i, (n, r) in enumerate(zip(who, records))]
-    solved = ["solved"] + [f"{sum(1 for r in records if getattr(r.katas.get(c.id), 'status', '') == progress.SOLVED)}"
-                           f"/{len(records)}" for c in cols]
-    median = ["median"] + [duration(median_seconds(records, c.id)) for c in cols]
+    solved = ["solved"] + [f"{standing.count(c.id, progress.SOLVED)}/{len(records)}" for c in cols]
+    unverified = ["not verified"] + [f"{standing.count(c.id, NOT_VERIFIED)}/{len(records)}" for c in cols]
+    unverified = [unverified] if any(standing.count(c.id, NOT_VERIFIED) for c in cols) else []
+    median = ["median"] + [duration(median_seconds(records, c.id, standing)) for c in cols]
     header = ["learner"] + [c.label for c in cols]
-    every = [header, *rows, solved, median]
+    every = [header, *rows, solved, *unverified, median]
     widths = [max(len(row[i]) for row in every) for i in range(len(header))]
 
     def line(row):
         return "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip()
 
-    out = [f"{len(records)} learner{'s' if len(records) != 1 else ''}: ✓ solved, ✗ attempted, · untouched, "
-           "? missing; the number is how many checks ran" + ("; ! the re-grade disagrees" if marked else "")]
-    out += ["", line(header), *map(line, rows), "", line(solved), line(median) + "   (time from first check to solved)"]
+    legend = "✓ solved, ✗ attempted, · untouched, ? missing; the number is how many checks ran"
+    if standing.regraded:
+        legend = ("✓ solved, ✗ attempted, · untouched, ? missing, as each learner claims; the number is how many "
+                  "checks ran; ! the re-grade contradicts the claim, ~ claimed solved, not verified (the re-grade "
+                  "could not check it); solved counts only the claims the re-grade confirmed")
+    out = [f"{len(records)} learner{'s' if len(records) != 1 else ''}: {legend}"]
+    out += ["", line(header), *map(line, rows), "", line(solved), *map(line, unverified),
+            line(median) + "   (time from first check to solved)"]
     out += ["", "Katas: " + ", ".join(f"{c.label} {c.id}" for c in cols if c.label != c.id)]
     blocked = where_stuck(records, cols)
     if blocked:
