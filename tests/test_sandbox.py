@@ -9,7 +9,11 @@ machine is only opened, never made.
 """
 from __future__ import annotations
 
+import base64
+import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,8 +34,53 @@ def _need_sandbox() -> None:
         pytest.skip(f"no sandbox on this machine: {why}")
 
 
-def _run(code: str, timeout: float = 60, memory_bytes: int | None = None) -> sandbox.Ran:
+# As a user: the same probes, the sandbox started by the host's nobody instead of root, with the
+# system's Python and a copy of the engine everyone may read (the venv may sit in root's home).
+AS_USER = r"""
+import base64, json, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from loopkata.room import sandbox
+code, timeout = sys.stdin.read(), float(sys.argv[2])
+why = sandbox.why_no_sandbox()
+if why:
+    print(json.dumps({"why": why})); sys.exit()
+with tempfile.TemporaryDirectory() as tmp:
+    jail = sandbox.jail(Path(tmp) / "lent", Path(tmp) / "private")
+    ran = jail.run([sys.executable, "-c", code], {}, timeout=timeout, outputs=Path(tmp) / "out")
+print(json.dumps({"status": ran.status, "stdout": base64.b64encode(ran.stdout).decode(),
+                  "stderr": base64.b64encode(ran.stderr).decode(), "stopped": ran.stopped}))
+"""
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+@pytest.fixture(params=["started-by-this-process", "started-by-a-user"])
+def run(request, tmp_path_factory):
+    """Runs a probe in the sandbox, started by this process, or (as root) by the host's nobody."""
     _need_sandbox()
+    if request.param == "started-by-this-process":
+        return _run
+    if os.geteuid() != 0 or not SYSTEM_PYTHON.exists():
+        pytest.skip("a sandbox started by a user is tried here as root, with the system's Python")
+    engine = Path(tempfile.mkdtemp(prefix="loopkata-engine-"))
+    shutil.copytree(Path(sandbox.__file__).resolve().parents[1], engine / "loopkata",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    os.chmod(engine, 0o755)
+    request.addfinalizer(lambda: shutil.rmtree(engine, ignore_errors=True))
+
+    def as_user(code: str, timeout: float = 60, memory_bytes: int | None = None) -> sandbox.Ran:
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(SYSTEM_PYTHON),
+                               "-I", "-c", AS_USER, str(engine), str(timeout)], input=code, capture_output=True,
+                              text=True, timeout=timeout + 60, cwd="/", env={"PATH": os.environ["PATH"], "HOME": "/"})
+        said = json.loads(done.stdout or "{}") if done.returncode == 0 else {"why": done.stderr[-500:]}
+        if "why" in said:
+            pytest.skip(f"no sandbox for a user here: {said['why']}")
+        return sandbox.Ran(said["status"], base64.b64decode(said["stdout"]), base64.b64decode(said["stderr"]),
+                           said["stopped"])
+    return as_user
+
+
+def _run(code: str, timeout: float = 60, memory_bytes: int | None = None) -> sandbox.Ran:
     with tempfile.TemporaryDirectory() as tmp:
         jail = sandbox.jail(Path(tmp) / "lent", Path(tmp) / "private")
         return jail.run([sys.executable, "-c", code], {}, timeout=timeout, outputs=Path(tmp) / "out",
@@ -42,9 +91,9 @@ def _said(ran: sandbox.Ran) -> str:
     return ran.stdout.decode(errors="replace").strip()
 
 
-def test_code_in_the_sandbox_cannot_open_a_sysctl_for_writing():
+def test_code_in_the_sandbox_cannot_open_a_sysctl_for_writing(run):
     """the learner's code cannot change this machine's settings in /proc/sys, even when the facilitator is root"""
-    ran = _run(
+    ran = run(
         "import os\n"
         "opened = []\n"
         "for p in ('/proc/sys/fs/lease-break-time', '/proc/sys/kernel/core_pattern'):\n"
@@ -56,9 +105,9 @@ def test_code_in_the_sandbox_cannot_open_a_sysctl_for_writing():
         f"(stderr: {ran.stderr.decode(errors='replace')[-500:]})")
 
 
-def test_code_in_the_sandbox_cannot_make_a_user_namespace_of_its_own():
+def test_code_in_the_sandbox_cannot_make_a_user_namespace_of_its_own(run):
     """a user namespace inside the sandbox would make the code root there, with cgroup and mount powers"""
-    ran = _run("import subprocess\n"
+    ran = run("import subprocess\n"
                "done = subprocess.run(['unshare', '--user', '--map-root-user', 'true'], capture_output=True)\n"
                "print(done.returncode)\n")
     assert _said(ran) not in ("", "0"), (
@@ -66,9 +115,9 @@ def test_code_in_the_sandbox_cannot_make_a_user_namespace_of_its_own():
         f"(stderr: {ran.stderr.decode(errors='replace')[-500:]})")
 
 
-def test_nothing_of_etc_that_only_root_may_read_is_in_the_sandbox():
+def test_nothing_of_etc_that_only_root_may_read_is_in_the_sandbox(run):
     """no file of /etc closed to others (a TLS key in /etc/ssl/private) is there to list or read"""
-    ran = _run(
+    ran = run(
         "import os, stat\n"
         "closed = []\n"
         "for top, folders, files in os.walk('/etc'):\n"
@@ -80,9 +129,9 @@ def test_nothing_of_etc_that_only_root_may_read_is_in_the_sandbox():
     assert _said(ran) == "[]", f"expected only files everyone may read in the sandbox's /etc; found {_said(ran)}"
 
 
-def test_the_root_and_dev_are_read_only_and_dev_shm_is_sized():
+def test_the_root_and_dev_are_read_only_and_dev_shm_is_sized(run):
     """the sandbox's / and /dev take no file, and /dev/shm holds no more than its size"""
-    ran = _run(
+    ran = run(
         "import os\n"
         "took = []\n"
         "for p in ('/filler', '/dev/filler'):\n"
@@ -101,9 +150,9 @@ def test_the_root_and_dev_are_read_only_and_dev_shm_is_sized():
         f"expected /dev/shm to stop at {sandbox.SHM_BYTES >> 20} MiB; the code wrote {mib} MiB there")
 
 
-def test_the_home_and_tmp_together_hold_a_capped_size_and_number_of_files():
+def test_the_home_and_tmp_together_hold_a_capped_size_and_number_of_files(run):
     """a learner's code fills its home and /tmp until they refuse: at the stated size and number of files, not the disk's"""
-    ran = _run(
+    ran = run(
         "import os\n"
         "files = 0\n"
         "try:\n"
@@ -124,9 +173,9 @@ def test_the_home_and_tmp_together_hold_a_capped_size_and_number_of_files():
         f"expected at most {sandbox.SPACE_BYTES >> 20} MiB in the home and /tmp; the code wrote {mib} MiB")
 
 
-def test_the_number_of_processes_and_threads_is_capped():
+def test_the_number_of_processes_and_threads_is_capped(run):
     """code that starts threads without end is refused at the cap, not at the machine's 32,768"""
-    ran = _run(
+    ran = run(
         "import threading\n"
         "done = threading.Event(); started = 0\n"
         "try:\n"
@@ -157,10 +206,10 @@ def test_files_in_memory_count_in_the_memory_cap_as_root():
         "the code held both")
 
 
-def test_code_that_stops_its_own_grader_is_ended_at_once():
+def test_code_that_stops_its_own_grader_is_ended_at_once(run):
     """SIGSTOP to every process of the check: no deadline inside can end it, so the sandbox does, without waiting out its bound"""
     started = time.monotonic()
-    ran = _run("import os, signal, subprocess\n"
+    ran = run("import os, signal, subprocess\n"
                "subprocess.Popen(['sleep', '600'])\n"
                "os.kill(-1, signal.SIGSTOP)\n"  # every process it may signal, the sandbox's init spared
                "os.kill(os.getpid(), signal.SIGSTOP)\n", timeout=300)
