@@ -216,3 +216,20 @@ def test_code_that_stops_its_own_grader_is_ended_at_once(run):
     took = time.monotonic() - started
     assert ran.stopped == "stopped", f"expected the run to be ended as stopped; it ended with status {ran.status}"
     assert took < 60, f"expected the stopped code to be ended long before its 300 s bound; it took {took:.0f} s"
+
+
+def test_the_readme_states_the_sandboxs_caps_as_the_code_sets_them():
+    """the README's table of what the sandbox promises gives the figures the sandbox uses"""
+    from loopkata.model import catalogue
+    from loopkata.room import regrade
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    katas = catalogue.load()
+    first = next(k for k in katas if k.number == 1)
+    for figure in (f"{sandbox.SPACE_BYTES >> 20} MiB and {sandbox.SPACE_FILES:,} files together",
+                   f"| `/dev/shm` | {sandbox.SHM_BYTES >> 20} MiB |",
+                   f"| processes and threads | {sandbox.TASKS}, in that cgroup | {sandbox.TASKS} more than you run |",
+                   f"at most {(sandbox.SPACE_BYTES + sandbox.SHM_BYTES) >> 20} MiB beside it",
+                   f"kata 01 alone: {regrade.learner_seconds([first]):.0f} s; all {len(katas)}: "
+                   f"{regrade.learner_seconds(katas):.0f} s"):
+        assert figure in readme, f"expected the README's sandbox table to say {figure!r}"

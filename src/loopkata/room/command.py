@@ -50,7 +50,7 @@ def cmd_room(args) -> int:
         learners = f"{len(records)} learner{'s' if len(records) != 1 else ''}"
         why_not = sandbox.why_no_sandbox()
         where = (f"no sandbox ({why_not}): their code runs as you, with your files in reach" if why_not else
-                 "each in a sandbox (bubblewrap): as nobody, loopback only, nothing of your home or checkout")
+                 f"each in a sandbox (bubblewrap): {sandbox.promise()}")
         print(f"Re-grading the kata files of {learners} with this machine's hidden tests, in throw-away copies; "
               f"{where}.", flush=True)
         results, lost = regrade_room(records, katas, announce=lambda line: print(line, flush=True))

@@ -13,7 +13,7 @@ Who nobody is outside depends on who starts it. Started by a user, it is that us
 root, bubblewrap itself is started as the host's nobody (uid 65534), never root: the kernel checks
 writes to /proc/sys and to cgroup files by that uid, so the code cannot change a sysctl nor a
 cgroup. As root the whole sandbox also runs in a cgroup of its own that caps its memory (in-memory
-files included) and its number of processes and threads. See `PROMISE` for what holds where.
+files included) and its number of processes and threads. The README's table says what holds where.
 
 Without bubblewrap the code still gets the scrubbed environment and the private folder, but
 runs as the caller with the caller's files in reach: `Jail.why_not` says so.
@@ -56,14 +56,16 @@ FILE_SIZE_CAP = 1 << 30  # no file the code writes grows past this (SIGXFSZ)
 OUTPUT_KEPT = 4 << 20  # bytes of its stdout and of its stderr read back
 TASKS = 512  # processes and threads: a check with PostgreSQL and Celery workers uses under 100
 LOOK_EVERY = 0.2  # seconds between looks at whether the code has stopped itself
-PROMISE = {
-    "root": ("runs as the host's nobody (uid 65534), never root; may make no user namespace; in a cgroup "
-             "capping its memory, in-memory files included, and its processes; home and /tmp in memory, "
-             f"{SPACE_BYTES >> 20} MiB and {SPACE_FILES:,} files together"),
-    "user": ("runs as you in a user namespace, with no capability; may make no other user namespace; "
-             f"home and /tmp in memory, {SPACE_BYTES >> 20} MiB and {SPACE_FILES:,} files together; processes "
-             f"capped at {TASKS} more than you run; memory capped per process by the check (no cgroup)"),
-}
+
+
+def promise() -> str:
+    """What the sandbox holds here, in one line for the facilitator (the README's table in full)."""
+    who = ("as the host's nobody (uid 65534), not root" if _as_root() else "as you in a user namespace, no capability")
+    memory = ("memory and processes capped by a cgroup" if _as_root() else f"memory capped per process, {TASKS} more processes")
+    return (f"{who}, loopback only, nothing of your home or checkout; home and /tmp in memory "
+            f"({SPACE_BYTES >> 20} MiB, {SPACE_FILES:,} files); {memory}")
+
+
 # Run before bubblewrap, in a mount namespace of the sandbox's own: mounts its home and /tmp (one
 # tmpfs, sized and with a cap on files), puts a view of each lent folder in it, and shows it at
 # STAGE, where the sandbox's user can reach it whatever folders lead to the originals (a venv may
