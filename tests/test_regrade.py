@@ -241,3 +241,23 @@ def test_one_learner_whose_check_never_ends_holds_the_room_only_for_their_own_ti
     assert "did not end within the 8 s" in mallory.detail, f"expected mallory's check to end at her 8 s; {mallory.detail}"
     assert ada.how == regrade.GRADED and ada.passed, f"expected ada's fix to pass after mallory's; {ada.detail}"
     assert took < 60, f"the room took {took:.0f} s for one stalled learner allowed 8 s and one honest one"
+
+
+def test_a_regrade_that_breaks_on_one_learners_files_keeps_every_other_result(checkout, monkeypatch):
+    """whatever goes wrong in one learner's re-grade is one line for that learner; the next learner is graded"""
+    root, _ = checkout
+    kata = catalogue.find(KATA_ID, root)
+    real = regrade.regrade_one
+
+    def breaks_for_mallory(kata, rec, learner="", *args, **kwargs):
+        if learner == "mallory":
+            raise OSError(36, "File name too long")
+        return real(kata, rec, learner, *args, use_sandbox=False, **kwargs)
+
+    monkeypatch.setattr(regrade, "regrade_one", breaks_for_mallory)
+    monkeypatch.setattr(regrade, "names", lambda recs: [r.learner for r in recs])
+    records = [SimpleNamespace(source=Path(f"{name}.json"), learner=name, katas={KATA_ID: _record(kata, text)})
+               for name, text in (("mallory", "x = 1\n"), ("ada", kata.solution_path.read_text()))]
+    mallory, ada = regrade.regrade_room(records, [kata], announce=lambda line: None)[0]
+    assert mallory.how == regrade.NO_VERDICT and "File name too long" in mallory.detail, mallory.detail
+    assert ada.how == regrade.GRADED and ada.passed, f"expected ada's fix to pass after mallory's; {ada.detail}"

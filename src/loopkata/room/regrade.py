@@ -224,7 +224,11 @@ def regrade_room(records: list[Record], katas: Iterable[catalogue.Kata],
                 problems.append(f"{visible(display_path(record.source))}: kata {visible(kata_id)!r} is not in this "
                                 "catalogue, so it was not re-graded")
                 continue
-            one = regrade_one(kata, rec, name, i, seconds=min(kata_seconds(kata), until - time.monotonic()))
+            try:
+                one = regrade_one(kata, rec, name, i, seconds=min(kata_seconds(kata), until - time.monotonic()))
+            except Exception as exc:  # one learner's files never cost the room the others' results
+                one = Regrade(i, name, kata, rec.status, NO_VERDICT,
+                              f"could not grade it: the re-grade itself failed ({type(exc).__name__}: {exc})"[:300])
             results.append(one)
             if one.how not in (STARTER, NOTHING) or one.differs:
                 mark = "   <- differs from the claim" if one.differs else ""
