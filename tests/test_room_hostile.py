@@ -8,6 +8,10 @@ facilitator does, in the project's own checkout (the catalogue is read, nothing 
 import json
 import re
 import shutil
+import subprocess
+import sys
+
+import pytest
 
 from loopkata.room import exports
 from test_room import KATA, KATA_FILE, an_export, png_size, room_env, table_row, write
@@ -25,6 +29,16 @@ def with_files(data: dict, files: dict, kata_id: str = KATA) -> dict:
 
 def run_room(tmp_path, *args):
     return loopkata(room_env(), "room", *args, "--figure", "room.png", cwd=tmp_path)
+
+
+def run_room_within(tmp_path, seconds: float, *args):
+    """`loopkata room ARGS`, failed as a test (not left running) when it takes more than `seconds`."""
+    try:
+        return subprocess.run([sys.executable, "-m", "loopkata", "room", *args, "--figure", "room.png"],
+                              capture_output=True, text=True, env=room_env(), cwd=tmp_path, timeout=seconds,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"expected the room shown within {seconds:g} s, it was still reading after {seconds:g} s")
 
 
 def assert_room_goes_on(out, tmp_path, skipped: dict[str, str], shown: list[str]):
@@ -79,6 +93,20 @@ def test_json_nested_200000_deep_is_skipped_as_too_deep(tmp_path):
     write(tmp_path / "deep-string.json", json.dumps(an_export("bob", "attempted", 1, failing=["[" * 200_000])))
     out = run_room(tmp_path, "alice.json", "deep.json", "deep-string.json")
     assert_room_goes_on(out, tmp_path, {"deep.json": "nested too deep"}, ["alice", "bob"])
+
+
+# --- size, and files that are no export --------------------------------------------------
+
+# The room gives up on a reading this slow: the reader is linear, and these tests take 2 or 3 s.
+READ_BOUND = 60
+
+
+def test_an_unterminated_string_of_escaped_quotes_2_mb_long_is_skipped_in_seconds(tmp_path):
+    """2 MB of \\" in a string never closed: skipped at once, as the room reads in time linear in an export's size"""
+    write(tmp_path / "alice.json", an_export("alice", "solved", 2, seconds=60))
+    write(tmp_path / "quotes.json", '{"format": "loopkata-progress", "learner": "' + '\\"' * 1_000_000)
+    out = run_room_within(tmp_path, READ_BOUND, "alice.json", "quotes.json")
+    assert_room_goes_on(out, tmp_path, {"quotes.json": "is not valid JSON"}, ["alice"])
 
 
 # --- paths a re-grade would write ---------------------------------------------------------

@@ -14,13 +14,12 @@ import binascii
 import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ..learner import progress
 from ..learner.export import FORMAT, VERSION
-from ..model import catalogue
+from ..model import catalogue, nesting
 from ..model.paths import display_path
 
 STATUSES = (progress.SOLVED, progress.ATTEMPTED, progress.UNTOUCHED, progress.MISSING)
@@ -184,19 +183,10 @@ def _kata_record(kata_id: str, data, kata: catalogue.Kata | None = None) -> Kata
                       files=files, number=number, title=visible(title) if isinstance(title, str) else "")
 
 
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
-
-
 def _too_deep(text: str) -> bool:
     """Whether the JSON in `text` nests arrays and objects more than MAX_DEPTH deep, counted
     without parsing: the parser recurses once per level and a deep enough file exhausts the stack."""
-    depth = 0
-    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub('""', text)):
-        depth += 1 if bracket.group() in "[{" else -1
-        if depth > MAX_DEPTH:
-            return True
-    return False
+    return nesting.json_too_deep(text, MAX_DEPTH)
 
 
 def _not_finite(constant: str):
