@@ -6,6 +6,7 @@ Each test writes its exports into tmp_path and runs `loopkata room` through the 
 facilitator does, in the project's own checkout (the catalogue is read, nothing is written).
 """
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -107,6 +108,47 @@ def test_an_unterminated_string_of_escaped_quotes_2_mb_long_is_skipped_in_second
     write(tmp_path / "quotes.json", '{"format": "loopkata-progress", "learner": "' + '\\"' * 1_000_000)
     out = run_room_within(tmp_path, READ_BOUND, "alice.json", "quotes.json")
     assert_room_goes_on(out, tmp_path, {"quotes.json": "is not valid JSON"}, ["alice"])
+
+
+def test_an_export_larger_than_the_cap_is_skipped_before_it_is_read(tmp_path):
+    """an export of 17 MiB (more than the 16 MiB cap, far above any real one) is skipped and named as too large"""
+    write(tmp_path / "alice.json", an_export("alice", "solved", 2, seconds=60))
+    with open(tmp_path / "huge.json", "wb") as f:  # sparse: 17 MiB long, next to nothing on the disk
+        f.write(json.dumps(an_export("mallory", "solved", 1)).encode())
+        f.truncate(exports.MAX_EXPORT_BYTES + 1024 * 1024)
+    out = run_room(tmp_path, "alice.json", "huge.json")
+    assert_room_goes_on(out, tmp_path, {"huge.json": f"larger than {exports.MAX_EXPORT_BYTES // 2**20} MiB"},
+                        ["alice"])
+
+
+def test_an_export_naming_more_katas_than_the_cap_is_skipped(tmp_path):
+    """an export naming 3,000 katas (the cap is 64, four times the collection) is skipped, not drawn column by column"""
+    write(tmp_path / "alice.json", an_export("alice", "solved", 2, seconds=60))
+    data = an_export("mallory", "attempted", 1)
+    for n in range(3000):
+        data["katas"][f"made-up-{n}"] = dict(data["katas"][KATA], number=None, title="made up")
+    write(tmp_path / "many.json", data)
+    out = run_room_within(tmp_path, READ_BOUND, "alice.json", "many.json")
+    assert_room_goes_on(out, tmp_path, {"many.json": f"more than {exports.MAX_KATAS}"}, ["alice"])
+    assert "made-up-" not in out.stdout, f"expected no column of the skipped export, got:\n{out.stdout}"
+
+
+def test_a_fifo_or_a_device_named_as_an_export_is_skipped_without_waiting(tmp_path):
+    """a FIFO nobody writes to, and /dev/zero, named as exports: each skipped as not a regular file, nothing waits"""
+    write(tmp_path / "alice.json", an_export("alice", "solved", 2, seconds=60))
+    os.mkfifo(tmp_path / "fifo.json")
+    named = ["fifo.json"] + (["/dev/zero"] if os.path.exists("/dev/zero") else [])  # the FIFO first: it blocked
+    out = run_room_within(tmp_path, READ_BOUND, "alice.json", *named)
+    assert_room_goes_on(out, tmp_path, {os.path.relpath(tmp_path / n, tmp_path): "is not a regular file" for n in named},
+                        ["alice"])
+
+
+def test_a_name_too_long_for_a_file_is_skipped_with_one_line(tmp_path):
+    """an argument of 5,000 characters (no file system takes such a name) is one line, not a traceback"""
+    write(tmp_path / "alice.json", an_export("alice", "solved", 2, seconds=60))
+    long_name = "a" * 5000 + ".json"
+    out = run_room(tmp_path, "alice.json", long_name)
+    assert_room_goes_on(out, tmp_path, {long_name: "too long"}, ["alice"])
 
 
 # --- paths a re-grade would write ---------------------------------------------------------

@@ -2,18 +2,22 @@
 
 A learner writes an export with `loopkata progress --export` (loopkata.learner.export, which
 says what it holds); the facilitator hands the files to `loopkata room`. An export is a
-learner's file: one that is not a usable export (too deep, numbers not finite, text not
-Unicode, a file path the re-grade could not write as one file of the kata) is skipped with
-one line, the same file named twice counts once, and learners' text is printed with its
-control characters made visible.
+learner's file: one that is not a usable export (not a regular file, larger than 16 MiB, too
+deep, naming more than 64 katas, numbers not finite, text not Unicode, a file path the re-grade
+could not write as one file of the kata) is skipped with one line, in time linear in its
+size; the same file named twice counts once, and learners' text is printed with its control
+characters made visible.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -26,6 +30,14 @@ STATUSES = (progress.SOLVED, progress.ATTEMPTED, progress.UNTOUCHED, progress.MI
 # What a loaded export may hold. An export nests 5 deep; a re-grade writes each file under a
 # temporary folder, so a name must fit the file system's 255 bytes and the whole path stay short.
 MAX_DEPTH, MAX_NUMBER, MAX_NAME_BYTES, MAX_PATH_BYTES = 16, 10**9, 255, 1024
+# An export holds a learner's kata files: every starter of the collection together is about 250 KB,
+# so a real one stays under 1 MiB; 16 MiB leaves room for files a learner adds and bounds the memory
+# one file can take (a 1 GiB export took 2 GiB to read).
+MAX_EXPORT_BYTES = 16 * 2**20
+# Four times the collection's 16 katas: room for an export of a newer loopkata, whose katas this
+# room does not know, while one export's columns stay a second or two of table and figure
+# (3,000 made-up katas took 47 s). Fixed, not taken from the catalogue: a room is read outside a checkout too.
+MAX_KATAS = 64
 
 
 class BadExport(Exception):
@@ -252,6 +264,9 @@ def parse_export(raw: bytes, source: Path, katas: dict[str, catalogue.Kata] | No
         raise BadExport("names no learner")
     exported_at = _need(data, "exported_at", str, "the export")
     entries = _need(data, "katas", dict, "the export")
+    if len(entries) > MAX_KATAS:
+        raise BadExport(f"names {len(entries)} katas, more than {MAX_KATAS} (an export names the katas of "
+                        "one collection)")
     katas = _catalogue_katas() if katas is None else katas
     records = {}
     try:
@@ -274,28 +289,56 @@ def _catalogue_katas() -> dict[str, catalogue.Kata]:
         return {}
 
 
-def load_export(path: Path) -> Record:
-    """One learner's export; BadExport (one line) if it cannot be read or is not an export."""
+def read_export(path: Path) -> bytes:
+    """The bytes of the export at `path`; BadExport (one line) unless it is a regular file of at
+    most MAX_EXPORT_BYTES. A FIFO or a device is refused before a byte is read: reading one could
+    wait for ever (a FIFO nobody writes to) or never end (/dev/zero)."""
+    not_regular = BadExport("is not a regular file, so it is no export")
     try:
-        raw = Path(path).read_bytes()
+        if not stat.S_ISREG(os.stat(path).st_mode):  # never opened: opening some devices acts on them
+            raise not_regular
+        # O_NONBLOCK: should the path become a FIFO meanwhile, opening it does not wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise not_regular
+            # at most one byte more than the cap: a file that grows while it is read is refused all the same
+            raw = f.read(MAX_EXPORT_BYTES + 1) if os.fstat(fd).st_size <= MAX_EXPORT_BYTES else None
     except OSError as exc:
         raise BadExport(f"could not be read ({exc.strerror or exc})") from None
-    return parse_export(raw, path)
+    except ValueError:  # a NUL byte in the name, from a caller other than the command line
+        raise BadExport("could not be read (its name holds a NUL byte)") from None
+    if raw is None or len(raw) > MAX_EXPORT_BYTES:
+        raise BadExport(f"is larger than {MAX_EXPORT_BYTES // 2**20} MiB, the most an export may be "
+                        "(a real one is well under 1 MiB)")
+    return raw
+
+
+def load_export(path: Path) -> Record:
+    """One learner's export; BadExport (one line) if it cannot be read or is not an export."""
+    return parse_export(read_export(path), path)
 
 
 def export_paths(arguments: list[Path]) -> tuple[list[Path], list[str]]:
     """The export files named, folders expanded to their *.json; and one line per argument that gives none."""
     paths, problems = [], []
     for arg in map(Path, arguments):
-        if arg.is_dir():
+        try:
+            is_folder = stat.S_ISDIR(arg.stat().st_mode)
+        except OSError as exc:  # a name too long for a file, a loop of links, ...
+            missing = exc.errno in (errno.ENOENT, errno.ENOTDIR)
+            problems.append(f"{_shown_name(arg)}: {'no such file or folder' if missing else exc.strerror or exc}")
+            continue
+        except ValueError:  # a NUL byte, from a caller other than the command line
+            problems.append(f"{_shown_name(arg)}: no file is named with a NUL byte")
+            continue
+        if is_folder:
             found = sorted(p for p in arg.glob("*.json") if p.is_file())
             if not found:
                 problems.append(f"{_shown_name(arg)}: a folder with no .json export in it")
             paths += found
-        elif arg.exists():
+        else:  # anything else is read, and refused there unless it is a regular file
             paths.append(arg)
-        else:
-            problems.append(f"{_shown_name(arg)}: no such file or folder")
     return paths, problems
 
 
@@ -316,9 +359,9 @@ def load_room(arguments: list[Path]) -> tuple[list[Record], list[str]]:
             continue
         by_place[place] = path
         try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            problems.append(f"{_shown_name(path)}: could not be read ({exc.strerror or exc})")
+            raw = read_export(path)
+        except BadExport as exc:
+            problems.append(f"{_shown_name(path)}: {exc}")
             continue
         digest = hashlib.sha256(raw).digest()
         if digest in by_content:
