@@ -160,6 +160,40 @@ def test_a_regex_that_does_not_compile_is_named(tmp_path):
     )
 
 
+@pytest.mark.parametrize("nested", ["[" * 2000 + "]" * 2000, "{a = " * 2000 + "1" + "}" * 2000],
+                         ids=["arrays", "inline-tables"])
+def test_a_catalogue_nested_2000_deep_is_one_paragraph(tmp_path, nested):
+    """a value nesting arrays or inline tables 2,000 deep: one paragraph saying so, never a RecursionError"""
+    root = project(tmp_path, CATALOGUE + f"\ndeep = {nested}\n")
+    assert_one_paragraph(load_problem(root), str(root / "katas" / "catalogue.toml"), "nested too deep")
+    out = loopkata("list", cwd=tmp_path, root=root)
+    assert out.returncode == 2, f"expected exit 2, got {out.returncode}; stderr:\n{out.stderr[-2000:]}"
+    assert_one_paragraph(out.stderr, "nested too deep")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-15", "0", "0.5", "601", "1e9"])
+def test_budget_seconds_is_a_finite_number_from_1_to_600(tmp_path, value):
+    """budget_seconds = inf (no deadline at all), nan, negative, 0, or more than 600: refused in one paragraph"""
+    root = project(tmp_path, edited("budget_seconds = 15", f"budget_seconds = {value}"))
+    assert_one_paragraph(load_problem(root), "kata 'bound-semaphore'",
+                         "`budget_seconds` should be a positive number of seconds from 1 to 600")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "601"])
+def test_hang_after_is_a_finite_number_up_to_600(tmp_path, value):
+    """hang_after = inf would never call a scenario hung: refused like a budget out of range"""
+    root = project(tmp_path, edited("hang_after = 0.5", f"hang_after = {value}"))
+    assert_one_paragraph(load_problem(root), "kata 'bound-semaphore'",
+                         "`hang_after` should be a positive number of seconds up to 600")
+
+
+def test_the_real_catalogues_times_are_in_range():
+    """every kata of katas/catalogue.toml loads: its budgets (15 to 90 s) and hang limits are in the ranges"""
+    katas = catalogue.load(ROOT)
+    assert all(1 <= k.budget_seconds <= 600 and 0 < k.hang_after <= 600 for k in katas), \
+        f"expected every budget from 1 to 600 s, got {sorted((k.budget_seconds, k.hang_after) for k in katas)}"
+
+
 def test_a_duplicate_id_names_both_tables(tmp_path):
     """two katas with one id: `loopkata check ID` could not tell them apart"""
     root = project(tmp_path, edited('id = "loop-id-reuse"', 'id = "bound-semaphore"'))

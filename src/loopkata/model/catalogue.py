@@ -6,12 +6,15 @@ the catalogue through this module, so nothing about a kata is written twice.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from . import nesting
 
 
 class CatalogueError(ValueError):
@@ -164,6 +167,9 @@ def load(root: Path | None = None) -> tuple[Kata, ...]:
 # Keyed by the text too, so an edited catalogue is never served from the cache.
 @lru_cache(maxsize=8)
 def _parse(root: Path, path: Path, text: str) -> tuple[Kata, ...]:
+    if nesting.toml_too_deep(text, nesting.TOML_DEPTH):  # tomllib recurses once per level
+        raise CatalogueError(f"{path} is nested too deep to be read: it has arrays or inline tables more than "
+                             f"{nesting.TOML_DEPTH} levels deep, and a catalogue needs 2.{_STAKES}")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # its message ends with "(at line L, column C)"
@@ -230,8 +236,14 @@ def _is_text(v) -> bool:
     return isinstance(v, str) and v.strip() != ""
 
 
-def _is_seconds(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+def _is_seconds(low: float, high: float, low_included: bool = True):
+    """A check of a finite number of seconds from `low` (or above it) to `high`: a budget of inf
+    would be no deadline at all, and the re-grade's backstop is derived from it."""
+    def check(v) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        return (low <= v if low_included else low < v) and v <= high
+    return check
 
 
 def _is_regex(v) -> bool | str:
@@ -255,8 +267,10 @@ _KATA = {
     "id": (_is_text, "a non-empty string", True),
     "number": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer", True),
     **{k: (_is_text, "a non-empty string", True) for k in ("title", "summary", "path", "notebook", "tests")},
-    "budget_seconds": (_is_seconds, "a positive number of seconds, like 15 or 0.5", True),
-    "hang_after": (_is_seconds, "a positive number of seconds, like 15 or 0.5", True),
+    # The longest budget is 90 s (kata 13); 600 s bounds what one check can hold a room for.
+    "budget_seconds": (_is_seconds(1, 600), "a positive number of seconds from 1 to 600, like 15", True),
+    "hang_after": (_is_seconds(0, 600, low_included=False), "a positive number of seconds up to 600, like 0.5",
+                   True),
     "memory_mib": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 256,
                    "a whole number of MiB, at least 256", False),
     "services": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "an array of strings", False),

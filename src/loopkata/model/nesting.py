@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import re
 
+# The depth a TOML file read by loopkata may nest: a catalogue nests 2 deep and a pyproject.toml
+# seldom more than 4, while tomllib runs out of stack at about 340 levels of inline tables (fewer
+# when called from deep inside pytest).
+TOML_DEPTH = 64
+
 _JSON_MARKS = re.compile(r'["\\\[\]{}]')
 _TOML_MARKS = re.compile(r"[\"'\\#\n\[\]{}]")
 
