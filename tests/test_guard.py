@@ -173,6 +173,49 @@ def test_a_report_that_cannot_be_written_is_said_before_the_run(tmp_path):
         assert not (tmp_path / "ran").exists(), "expected the wrapper not to start the program"
 
 
+def assert_refused_in_one_line(ran, status: int, says: str, what: str) -> None:
+    """`ran` exited `status` with one short line saying `says`, and neither a traceback nor an INTERNALERROR."""
+    out = ran.stdout + ran.stderr
+    said = [line for line in out.splitlines() if says in line]
+    assert ran.returncode == status and said and "Traceback" not in out and "INTERNALERROR" not in out, (
+        f"expected {what} to exit {status} with one line saying {says!r}, got {ran.returncode}:\n{out[-2000:]}")
+    assert len(said[0]) < 400, f"expected a line a person can read, got one of {len(said[0])} characters"
+
+
+def test_a_pyproject_nested_2000_deep_is_one_line_in_both_tools(tmp_path):
+    """[tool.loopkata.guard] holding arrays nested 2,000 deep: one line and no test run, never a RecursionError"""
+    (tmp_path / "pyproject.toml").write_text("[tool.loopkata.guard]\nselect = " + "[" * 2000 + "]" * 2000 + "\n")
+    # the suite in a folder with a pytest.ini: pytest takes its settings from there and leaves the
+    # pyproject.toml above to the guard (pytest's own reading of a pyproject.toml is pytest's)
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "test_app.py").write_text("def test_runs():\n    open('ran', 'w').close()\n")
+    ran = guarded_pytest(suite, "test_app.py")
+    assert_refused_in_one_line(ran, 4, "nested too deep", "pytest -p loopkata.guard")
+    wrapped = loopkata("guard", "--", sys.executable, "-c", "open('ran', 'w').close()", cwd=suite)
+    assert_refused_in_one_line(wrapped, 2, "nested too deep", "loopkata guard")
+    assert not (suite / "ran").exists(), "expected neither tool to run anything with settings it cannot read"
+
+
+def test_a_report_path_with_a_nul_byte_or_a_5000_byte_name_is_one_line_in_both_tools(tmp_path):
+    """report = "a\\u0000b.json" in pyproject.toml, or a 5,000-byte name on the command line: one short line each"""
+    (tmp_path / "test_app.py").write_text("def test_runs():\n    open('ran', 'w').close()\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.loopkata.guard]\nreport = "a\\u0000b.json"\n')
+    ran = guarded_pytest(tmp_path, "test_app.py")
+    assert_refused_in_one_line(ran, 4, "NUL byte", "pytest -p loopkata.guard with a NUL byte in the report path")
+    wrapped = loopkata("guard", "--", sys.executable, "-c", "open('ran', 'w').close()", cwd=tmp_path)
+    assert_refused_in_one_line(wrapped, 2, "NUL byte", "loopkata guard with a NUL byte in the report path")
+    (tmp_path / "pyproject.toml").unlink()
+    long_name = "r" * 5000 + ".json"
+    ran = guarded_pytest(tmp_path, f"--loopkata-guard-report={long_name}", "test_app.py")
+    assert_refused_in_one_line(ran, 4, "File name too long", "pytest -p loopkata.guard with a 5,000-byte report name")
+    wrapped = loopkata("guard", "--report", long_name, "--", sys.executable, "-c", "open('ran', 'w').close()",
+                       cwd=tmp_path)
+    assert_refused_in_one_line(wrapped, 2, "File name too long", "loopkata guard with a 5,000-byte report name")
+    assert not (tmp_path / "ran").exists(), "expected no test and no program to run"
+
+
 def test_a_suite_that_crashes_keeps_the_findings_so_far(tmp_path):
     """the report is written as findings come: a suite that dies later keeps them, marked incomplete"""
     (tmp_path / "test_app.py").write_text(BUGGY + "\ndef test_zz_crash():\n    import os\n    os._exit(70)\n")

@@ -18,6 +18,7 @@ import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..model import nesting
 from .findings import KINDS, NAMES
 
 
@@ -103,6 +104,9 @@ def apply(settings: Settings, table: dict, source: str) -> Settings:
     if table.get("report") is not None:
         if not isinstance(table["report"], str):
             raise ConfigError(f"{source}: report must be the path of a JSON file, not {table['report']!r}")
+        if "\0" in table["report"]:  # no file system takes it, and open() would raise ValueError
+            raise ConfigError(f"{source}: report must be the path of a JSON file, and no path holds a NUL byte: "
+                              f"{table['report'][:100]!r}")
         s = replace(s, report=table["report"])
     return replace(s, source=source if s.source == "defaults" else f"{s.source}, {source}")
 
@@ -113,7 +117,11 @@ def from_pyproject(folder: Path) -> Settings:
         path = d / "pyproject.toml"
         if path.is_file():
             try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
+                text = path.read_text(encoding="utf-8")
+                if nesting.toml_too_deep(text, nesting.TOML_DEPTH):  # tomllib recurses once per level
+                    raise ConfigError(f"{path}: cannot be read as TOML (it is nested too deep: arrays or inline "
+                                      f"tables more than {nesting.TOML_DEPTH} levels deep)")
+                data = tomllib.loads(text)
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f"{path}: cannot be read as TOML ({str(exc).splitlines()[0]})") from None
             table = data

@@ -28,6 +28,12 @@ class ReportError(OSError):
     """The JSON report cannot be written; its message is one line that names the file."""
 
 
+def _shown(path: Path) -> str:
+    """The report's path for a one-line message: a name of thousands of characters is cut."""
+    text = str(path)
+    return text if len(text) <= 160 else f"{text[:100]}...{text[-40:]} (a path of {len(text)} characters)"
+
+
 def write_json(path: Path, findings: list[Finding], settings_source: str, tests: int, complete: bool = True) -> None:
     """Write the report whole or not at all: a run that dies between two writes leaves the previous one.
 
@@ -35,6 +41,8 @@ def write_json(path: Path, findings: list[Finding], settings_source: str, tests:
     data = {"tool": "loopkata guard", "complete": complete, "settings": settings_source, "tests": tests,
             "counts": dict(Counter(f.code for f in findings)),
             "findings": [f.as_dict() for f in findings]}
+    if "\0" in str(path):  # no file system takes it; open() would raise ValueError, not OSError
+        raise ReportError(f"cannot write the report to {_shown(path)!r}: a path cannot hold a NUL byte")
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,4 +51,4 @@ def write_json(path: Path, findings: list[Finding], settings_source: str, tests:
     except OSError as exc:
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)
-        raise ReportError(f"cannot write the report to {path}: {exc.strerror or exc}") from None
+        raise ReportError(f"cannot write the report to {_shown(path)}: {exc.strerror or exc}") from None
