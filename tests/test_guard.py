@@ -7,6 +7,7 @@ started as a team starts it: `python -m pytest -p loopkata.guard`.
 import ast
 import json
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -213,6 +214,22 @@ def test_a_report_path_with_a_nul_byte_or_a_5000_byte_name_is_one_line_in_both_t
     wrapped = loopkata("guard", "--report", long_name, "--", sys.executable, "-c", "open('ran', 'w').close()",
                        cwd=tmp_path)
     assert_refused_in_one_line(wrapped, 2, "File name too long", "loopkata guard with a 5,000-byte report name")
+    assert not (tmp_path / "ran").exists(), "expected no test and no program to run"
+
+
+def test_a_report_path_that_is_a_fifo_is_refused_and_left_as_it_is(tmp_path):
+    """a report path that is a FIFO, or a link to one (as /dev/null is a device), is refused and never replaced"""
+    (tmp_path / "test_app.py").write_text("def test_runs():\n    open('ran', 'w').close()\n")
+    os.mkfifo(tmp_path / "report.fifo")
+    (tmp_path / "link.json").symlink_to("report.fifo")
+    for path in ("report.fifo", "link.json"):
+        ran = guarded_pytest(tmp_path, f"--loopkata-guard-report={path}", "test_app.py")
+        assert_refused_in_one_line(ran, 4, "not a regular file", f"pytest -p loopkata.guard with the report {path}")
+        wrapped = loopkata("guard", "--report", path, "--", sys.executable, "-c", "open('ran', 'w').close()",
+                           cwd=tmp_path)
+        assert_refused_in_one_line(wrapped, 2, "not a regular file", f"loopkata guard with the report {path}")
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "report.fifo").st_mode), "expected report.fifo to be a FIFO still"
+    assert os.readlink(tmp_path / "link.json") == "report.fifo", "expected link.json to link to the FIFO still"
     assert not (tmp_path / "ran").exists(), "expected no test and no program to run"
 
 

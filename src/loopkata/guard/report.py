@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -34,6 +35,20 @@ def _shown(path: Path) -> str:
     return text if len(text) <= 160 else f"{text[:100]}...{text[-40:]} (a path of {len(text)} characters)"
 
 
+def _refuse_unless_regular(path: Path) -> None:
+    """ReportError if `path` exists and is not a regular file: the report is renamed onto its path,
+    and renaming onto a FIFO or a device (/dev/null, as root) would put a regular file in its place."""
+    try:
+        mode = os.stat(path).st_mode  # through a link: a link to a FIFO is refused as the FIFO is
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # a name too long, a folder missing: said by the write below, with its reason
+    if not stat.S_ISREG(mode):
+        what = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, a device or a socket)"
+        raise ReportError(f"cannot write the report to {_shown(path)}: it is {what}; name a new or a regular file")
+
+
 def write_json(path: Path, findings: list[Finding], settings_source: str, tests: int, complete: bool = True) -> None:
     """Write the report whole or not at all: a run that dies between two writes leaves the previous one.
 
@@ -43,6 +58,7 @@ def write_json(path: Path, findings: list[Finding], settings_source: str, tests:
             "findings": [f.as_dict() for f in findings]}
     if "\0" in str(path):  # no file system takes it; open() would raise ValueError, not OSError
         raise ReportError(f"cannot write the report to {_shown(path)!r}: a path cannot hold a NUL byte")
+    _refuse_unless_regular(path)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
