@@ -380,3 +380,17 @@ def test_a_suite_with_filterwarnings_error_and_leak_checks_runs_as_before(tmp_pa
         f"expected the suite to pass in warn mode, with its findings listed; it exited {ran.returncode}:\n"
         f"{ran.stdout[-3000:]}")
     assert "loopkata guard findings (warn mode" in ran.stdout and "LG01 cross-loop-use" in ran.stdout
+
+
+def test_the_report_is_not_written_through_a_link_planted_beside_it(tmp_path):
+    """a link planted where the report's temporary file would go is not followed: its target keeps its content"""
+    from loopkata.guard import report
+
+    target = tmp_path / "someone_elses_file"
+    target.write_text("unchanged\n")
+    path = tmp_path / "report.json"
+    for pid in {os.getpid(), os.getpid() + 1}:  # the name a temporary file named after the pid would take
+        (tmp_path / f".{path.name}.{pid}.partial").symlink_to(target)
+    report.write_json(path, [], "defaults", tests=0)
+    assert target.read_text() == "unchanged\n", "the report was written through a planted link"
+    assert json.loads(path.read_text())["findings"] == []

@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import stat
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -59,12 +60,19 @@ def write_json(path: Path, findings: list[Finding], settings_source: str, tests:
     if "\0" in str(path):  # no file system takes it; open() would raise ValueError, not OSError
         raise ReportError(f"cannot write the report to {_shown(path)!r}: a path cannot hold a NUL byte")
     _refuse_unless_regular(path)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        # A fresh file of a name nobody could guess or plant a link under (O_EXCL), then renamed
+        # onto the report, so that a reader never sees half of it.
+        fd, name = tempfile.mkstemp(prefix=".loopkata-report-", suffix=".partial", dir=path.parent)
+        partial = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, indent=1) + "\n")
+        os.chmod(partial, 0o644)  # as a plain open() would have made it, not mkstemp's 0600
         os.replace(partial, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
+            if partial is not None:
+                partial.unlink(missing_ok=True)
         raise ReportError(f"cannot write the report to {_shown(path)}: {exc.strerror or exc}") from None
