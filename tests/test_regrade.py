@@ -261,3 +261,16 @@ def test_a_regrade_that_breaks_on_one_learners_files_keeps_every_other_result(ch
     mallory, ada = regrade.regrade_room(records, [kata], announce=lambda line: None)[0]
     assert mallory.how == regrade.NO_VERDICT and "File name too long" in mallory.detail, mallory.detail
     assert ada.how == regrade.GRADED and ada.passed, f"expected ada's fix to pass after mallory's; {ada.detail}"
+
+
+def test_a_regrade_of_kata_14_in_the_sandbox_says_the_sandbox_allows_no_pid_namespace(checkout):
+    """in the sandbox no namespace can be made, so kata 14's PID 1 test cannot run: the re-grade says why, truthfully"""
+    _need_sandbox()
+    root, _ = checkout
+    kata = catalogue.find("pid1-sigterm", root)
+    files = {f"katas/{kata.path}/{f.relative_to(kata.solution_path).as_posix()}": f.read_bytes()
+             for f in kata.solution_path.rglob("*") if f.is_file() and "__pycache__" not in f.parts}
+    graded = regrade.regrade_one(kata, SimpleNamespace(files=files, status=progress.SOLVED), "ada")
+    assert graded.how == regrade.UNAVAILABLE and "re-grade's sandbox" in graded.detail, (
+        f"expected the reference of kata 14 to be 'not possible' in the sandbox, because of the sandbox; "
+        f"the re-grade said: {graded.how}: {graded.detail}")
