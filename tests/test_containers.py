@@ -4,6 +4,7 @@ CI runs as root on Linux, where every mechanism is allowed: there the suite fail
 is missing, so the real path cannot silently become the fallback.
 """
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -123,6 +124,123 @@ def test_cgroups_left_by_a_killed_check_are_swept(real):
     finally:
         if stale.exists():
             stale.rmdir()
+
+
+def needs(*mechanisms):
+    refused = [containers.missing(m) for m in mechanisms if containers.missing(m)]
+    if refused:
+        pytest.skip("; ".join(refused))
+
+
+def started_in(group, argv):
+    """`argv` started in `group`, once it is in (and has left the shell that puts it there)."""
+    child = subprocess.Popen(group.command(argv))
+    for _ in range(500):
+        if child.pid in group.pids() and not Path(f"/proc/{child.pid}/cmdline").read_bytes().startswith(b"/bin/sh"):
+            return child
+        time.sleep(0.01)
+    child.kill()
+    raise AssertionError(f"expected {argv} to be in its cgroup within 5 s; it was not")
+
+
+@linux_only
+@pytest.mark.parametrize("limits, files, said", [
+    ({"memory_bytes": 128 << 20}, {"memory.memsw.limit_in_bytes": str(4 << 30), "memory.limit_in_bytes": str(4 << 30),
+                                   "memory.max": str(4 << 30)},
+     "changed its own memory limit from 128 MiB to 4 GiB"),
+    ({"cpus": 0.5}, {"cpu.cfs_quota_us": "-1", "cpu.max": "max 100000"}, "changed its own CPU quota from 0.5 CPU to no quota"),
+], ids=["memory", "cpu"])
+def test_a_limit_changed_from_inside_its_cgroup_is_found_and_said_in_words(real, limits, files, said):
+    """a limit the code in a cgroup writes over (as root it may) is found from the cgroup's own files, and said as a learner reads it"""
+    needs(containers.MEMORY_LIMIT if "memory_bytes" in limits else containers.CPU_LIMIT)
+    with containers.Cgroup(**limits) as group:
+        assert group.changes() == [], f"expected a cgroup just made to have no change, got {group.changes()}"
+        folder = next(iter(group.dirs.values()))
+        for name, value in files.items():  # what a learner's code as root can do
+            if (folder / name).exists():
+                (folder / name).write_text(value)
+        found = group.changes()
+    assert said in found, f"expected Cgroup.changes() to say {said!r} once the limit was written over, got {found}"
+
+
+@linux_only
+def test_a_memory_limit_raised_and_put_back_is_found_from_the_peak(real):
+    """a memory limit raised while a process used the room and then put back is found: the peak is above the limit as set"""
+    needs(containers.MEMORY_LIMIT)
+    with containers.Cgroup(memory_bytes=64 << 20) as group:
+        folder = group.dirs["memory"]
+        files = ["memory.max"] if group.version == 2 else ["memory.memsw.limit_in_bytes", "memory.limit_in_bytes"]
+        for name in files:  # raised, as a learner's code as root can
+            if (folder / name).exists():
+                (folder / name).write_text(str(256 << 20))
+        take = "b = bytearray(100 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1"
+        done = subprocess.run(group.command([sys.executable, "-c", take]), timeout=60)
+        assert done.returncode == 0, f"expected 100 MiB to fit under the raised limit, the process ended with {done.returncode}"
+        for name in reversed(files):  # and put back, once the memory is given back
+            if (folder / name).exists():
+                (folder / name).write_text(str(64 << 20))
+        found = group.changes()
+    assert len(found) == 1 and found[0].startswith("raised its own memory limit while it ran: the container's memory "
+                                                   "peaked at 1") and found[0].endswith("above the 64 MiB it was set to"), (
+        f"expected Cgroup.changes() to find the limit raised from the peak above it, got {found}")
+
+
+@linux_only
+def test_a_process_moved_out_of_its_cgroup_is_found(real):
+    """a process moved out of its cgroup (as root it may) is found there, and one still in it is not"""
+    needs(containers.MEMORY_LIMIT)
+    child = None
+    try:
+        with containers.Cgroup(memory_bytes=64 << 20) as group:
+            child = started_in(group, ["sleep", "60"])
+            assert group.changes({child.pid: "itself"}) == [], (
+                f"expected no change while the process is in its cgroup, got {group.changes({child.pid: 'itself'})}")
+            (group.dirs["memory"].parent / "cgroup.procs").write_text(str(child.pid))
+            found = group.changes({child.pid: "itself"})
+        assert len(found) == 1 and found[0].startswith(f"moved itself out of its cgroup (pid {child.pid} was in "), (
+            f"expected Cgroup.changes() to say the process moved out of its cgroup, got {found}")
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait(5)
+
+
+@linux_only
+def test_a_cgroup_made_inside_is_reported_and_removed_with_its_processes(real):
+    """a cgroup made inside loopkata's, two levels deep with a process in it, is reported, and removed with it at the end"""
+    needs(containers.CPU_LIMIT)
+    with containers.Cgroup(cpus=0.5) as group:
+        child = started_in(group, ["sleep", "60"])
+        deeper = group.dirs["cpu"] / "made" / "deeper"
+        try:
+            deeper.mkdir(parents=True)  # what a learner's code as root can do
+            (deeper / "cgroup.procs").write_text(str(child.pid))
+            found = group.changes({child.pid: "itself"})
+        except BaseException:
+            child.kill()
+            raise
+    made = f"cpu/{group.paths['cpu'].lstrip('/')}/made"
+    assert found == [f"made a cgroup of its own inside its container ({made}, and 1 more inside that one)"], (
+        f"expected Cgroup.changes() to report the cgroup made inside (and not the process in it as moved out), got {found}")
+    assert child.wait(5) == -signal.SIGKILL, "expected the process in the cgroup made inside to be killed at the end"
+    assert not deeper.parent.parent.exists(), f"expected {deeper.parent.parent} to be removed at the end, with all inside it"
+
+
+@linux_only
+def test_a_cgroup_left_with_cgroups_inside_it_is_swept_with_them(real):
+    """a cgroup whose maker died, with a cgroup made inside it, is removed with it by the next Cgroup made"""
+    needs(containers.CPU_LIMIT)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = containers._parent("cpu") / f"loopkata-{dead.pid}-stale"
+    (stale / "made").mkdir(parents=True)
+    try:
+        with containers.Cgroup(cpus=0.5):
+            assert not stale.exists(), f"expected {stale} (its maker dead) to be removed, with the cgroup inside it"
+    finally:
+        for d in (stale / "made", stale):
+            if d.exists():
+                d.rmdir()
 
 
 def test_could_not_run_here_is_never_solved():

@@ -22,7 +22,10 @@ On the test's side:
   on the fallback): the service's start-up, then `lagmon.watch()` while a
   thread keeps the CPU busy in pure Python, holding the GIL but for the
   switch interval; the script reads the cgroup's own cpu.stat just before
-  and just after the watch. `own_cpu_cgroup` finds the cgroup this process
+  and just after the watch. As root the service could write its cgroup's
+  files (lift its quota, move itself out, make a cgroup inside): a thread
+  of the test looks every LOOK_EVERY seconds while it runs, and once after
+  (containers.Cgroup.changes), and `changes` says what it found. `own_cpu_cgroup` finds the cgroup this process
   is in on the real machine, for the fallback's run.
 
 Run as a script (`python cpu_quota_harness.py cases|live IMPL`), it is the
@@ -254,9 +257,13 @@ class Live:
     In `cgroup` (a containers.Cgroup) when given: the script reads that cgroup's cpu.stat around the watch
     (without one, the cpu.stat file `stat` names, if any)."""
 
+    LOOK_EVERY = 0.01  # seconds between two looks at the cgroup while the service runs
+
     def __init__(self, kata, seconds: float, deadline: float, cgroup=None, busy: bool = True, stat: str = ""):
         self.impl = _impl(kata)
         self.deadline = deadline
+        self.cgroup = cgroup
+        self.changes: list[str] = []  # what the service changed of its cgroup (containers.Cgroup.changes)
         stat = str(cgroup.dirs["cpu"] / "cpu.stat") if cgroup is not None else stat
         argv = [sys.executable, __file__, "live", str(self.impl), str(deadline), str(seconds), stat, str(int(busy))]
         if cgroup is not None:
@@ -264,15 +271,38 @@ class Live:
         self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       env=_env(None), start_new_session=True, preexec_fn=_die_with_parent())
         self.pid = self.child.pid
+        self._ended = threading.Event()
+        self._watcher = None
+        if cgroup is not None:  # as root the service may write its cgroup's files: look while it runs
+            self._watcher = threading.Thread(target=self._watch, name="the cgroup's watch", daemon=True)
+            self._watcher.start()
+
+    def _look(self, members: dict) -> None:
+        self.changes += [c for c in self.cgroup.changes(members) if c not in self.changes]
+
+    def _watch(self) -> None:
+        while not self._ended.wait(self.LOOK_EVERY):
+            self._look({self.pid: "itself"})
+
+    def _stop_watching(self) -> None:
+        self._ended.set()
+        if self._watcher is not None:
+            self._watcher.join()
+            self._watcher = None
+            self._look({})  # the limits and the cgroups inside, as the service left them
 
     def result(self) -> dict:
-        return _finish(self.child, self.impl, self.deadline)
+        try:
+            return _finish(self.child, self.impl, self.deadline)
+        finally:
+            self._stop_watching()
 
     def close(self) -> None:
         if self.child.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.child.pid, 9)
             self.child.communicate()
+        self._stop_watching()
 
 
 # --- the child ---------------------------------------------------------------------------------

@@ -40,6 +40,13 @@ worker, and the outcome says which process died (both exit statuses).
 Everything is decided from what happened: the worker's exit status, its
 checkpoint file (written by its `finally`), the cgroup's oom_kill counter and
 peak usage. Time is only the deadline of a worker that never stops.
+
+As root, the worker could write its own cgroup's files, which a container
+cannot: raise its limit, move itself out, make a cgroup inside. The test looks
+(`Cgroup.changes`: the limit files, a peak above the limit, cgroups inside, the
+cgroup each process of the run is in) at every turn of its watch, and stops the
+worker at the first change, and once more after the run; a run with a change
+fails with what was changed, whatever else happened.
 """
 from __future__ import annotations
 
@@ -320,8 +327,14 @@ def run(impl: Path, folder: Path, *, limit: int, records: int | None, handle_sec
         started = time.monotonic()
         ends = started + deadline
         oom_kills, peak = 0, 0
+        # As root the worker may write its cgroup's files: the run counts only in the container as made.
+        members = {worker.pid: "itself"} | ({pressure.pid: "the other process in the container"} if pressure else {})
+        changed: list[str] = []
         while worker.poll() is None and time.monotonic() < ends:
             if real:
+                changed += [c for c in group.changes(members) if c not in changed]
+                if changed:
+                    break  # the worker is stopped at once: a limit it raised no longer holds it
                 stats = group.stats()
                 oom_kills, peak = stats.get("oom_kill", 0), stats.get("peak_bytes", 0)
                 if samples is not None:
@@ -348,7 +361,11 @@ def run(impl: Path, folder: Path, *, limit: int, records: int | None, handle_sec
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.wait(0.05)
         status = worker.poll()
-        if real:
+        if real:  # a process reaped may have given its pid to another: only the ones not reaped are looked at
+            alive = {p.pid: members[p.pid] for p in (worker, pressure) if p is not None and p.returncode is None}
+            changed += [c for c in group.changes(alive) if c not in changed]
+            if changed:
+                raise AssertionError(containers.changed_from_inside("the worker", changed))
             stats = group.stats()
             oom_kills, peak = stats.get("oom_kill", 0), stats.get("peak_bytes", 0)
         pressure_status, pressure_mib = None, 0

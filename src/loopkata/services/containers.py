@@ -36,6 +36,8 @@ MECHANISMS = {
 FORCE = "LOOPKATA_CONTAINER"  # "fallback": act as if the kernel refused every mechanism
 CGROUP_FS = Path("/sys/fs/cgroup")
 _PREFIX = "loopkata-"  # every cgroup made here: loopkata-<pid of its maker>-<random>
+_ENTER = "for p in "  # how the shell that puts a process in its cgroup (Cgroup.command) begins
+CPU_QUOTA, MEMORY, MEMORY_AND_SWAP, SWAP = "CPU quota", "memory limit", "memory+swap limit", "swap limit"
 
 
 class NotHere(Exception):
@@ -241,43 +243,61 @@ def _cgroup_refused(controller: str) -> str:
 class Cgroup:
     """A fresh cgroup with a CPU quota and/or a memory limit (no swap), for the processes started in it.
 
-    Leaving the `with` block kills every process still in it and removes it. `stats()` reads the
-    kernel's own counters: nr_throttled and throttled_usec (cpu), oom_kill and peak_bytes (memory)."""
+    Leaving the `with` block kills every process still in it, and in any cgroup made inside it, and
+    removes them all. `stats()` reads the kernel's own counters: nr_throttled and throttled_usec (cpu),
+    oom_kill and peak_bytes (memory). As root, the code run in it may write its files: `changes()`
+    says what it changed (a limit, a cgroup made inside, a process moved out), so that a test can
+    refuse a run whose container was not the one it made."""
 
     def __init__(self, *, cpus: float | None = None, memory_bytes: int | None = None, period_us: int = 100_000,
                  tasks: int | None = None):
         self.version = _version()
         self.dirs: dict[str, Path] = {}
+        self.paths: dict[str, str] = {}  # controller -> the cgroup's path as /proc/PID/cgroup names it
+        self.limited: dict[str, tuple[str, ...]] = {}  # what each limit is called -> the files that hold it
+        self.as_set: dict[str, tuple[str, str]] = {}  # what each limit is called -> (its files' text, in words)
+        self.removed: list[str] = []  # cgroups that close() found inside this one, and removed
+        self._entered: set[int] = set()  # the processes changes() has seen in this cgroup
         name = f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         controllers = ([("cpu", cpus)] if cpus is not None else []) + ([("memory", memory_bytes)] if memory_bytes is not None else [])
         controllers += [("pids", tasks)] if tasks is not None else []  # processes and threads together
+        sweep()
         for controller, _ in controllers:
             if self.version == 2 and self.dirs:
                 self.dirs[controller] = next(iter(self.dirs.values()))
+                self.paths[controller] = next(iter(self.paths.values()))
                 continue
             parent = _parent(controller)
-            _sweep(parent)
             (parent / name).mkdir()
             self.dirs[controller] = parent / name
+            mount = CGROUP_FS if self.version == 2 else CGROUP_FS / controller
+            self.paths[controller] = "/" + str((parent / name).relative_to(mount))
         try:
             if cpus is not None:
                 quota = max(1000, int(cpus * period_us))
                 if self.version == 2:
                     self._write("cpu", "cpu.max", f"{quota} {period_us}")
+                    self.limited[CPU_QUOTA] = ("cpu.max",)
                 else:
                     self._write("cpu", "cpu.cfs_period_us", str(period_us))
                     self._write("cpu", "cpu.cfs_quota_us", str(quota))
+                    self.limited[CPU_QUOTA] = ("cpu.cfs_quota_us", "cpu.cfs_period_us")
             if memory_bytes is not None:
                 if self.version == 2:
                     self._write("memory", "memory.max", str(memory_bytes))
+                    self.limited[MEMORY] = ("memory.max",)
                     with contextlib.suppress(OSError):
                         self._write("memory", "memory.swap.max", "0")
+                        self.limited[SWAP] = ("memory.swap.max",)
                 else:
                     self._write("memory", "memory.limit_in_bytes", str(memory_bytes))
+                    self.limited[MEMORY] = ("memory.limit_in_bytes",)
                     with contextlib.suppress(OSError):  # no swap accounting: the machine has no swap to use
                         self._write("memory", "memory.memsw.limit_in_bytes", str(memory_bytes))
+                        self.limited[MEMORY_AND_SWAP] = ("memory.memsw.limit_in_bytes",)
             if tasks is not None:
                 self._write("pids", "pids.max", str(tasks))
+            self.as_set = self.limits()
         except BaseException:
             self.close()
             raise
@@ -294,7 +314,7 @@ class Cgroup:
     def command(self, argv: list[str]) -> list[str]:
         """`argv`, started inside this cgroup before it runs a line of its own."""
         procs = " ".join(f"'{d / 'cgroup.procs'}'" for d in dict.fromkeys(self.dirs.values()))
-        return ["/bin/sh", "-c", f'for p in {procs}; do echo $$ > "$p" || exit 125; done; exec "$@"', "sh", *argv]
+        return ["/bin/sh", "-c", f'{_ENTER}{procs}; do echo $$ > "$p" || exit 125; done; exec "$@"', "sh", *argv]
 
     def pids(self) -> list[int]:
         found: set[int] = set()
@@ -322,18 +342,96 @@ class Cgroup:
             out["peak_bytes"] = int(peak) if peak.isdigit() else 0
         return out
 
-    def close(self) -> None:
-        for _ in range(50):
-            pids = self.pids()
-            if not pids:
-                break
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.02)
+    def limits(self) -> dict[str, tuple[str, str]]:
+        """Each limit this cgroup was given, as its files hold it now: what it is called -> (the files' text, in words)."""
+        out = {}
+        for label, files in self.limited.items():
+            controller = "cpu" if label == CPU_QUOTA else "memory"
+            raw = [self._read(controller, f).strip() for f in files]
+            out[label] = (" per ".join(raw), _cpus_words(raw) if label == CPU_QUOTA else _bytes_words(raw[0]))
+        return out
+
+    def changes(self, members: dict[int, str] | None = None) -> list[str]:
+        """What was changed of this cgroup since it was made, each said as of the code that ran in it, and
+        decided from the kernel's own files alone: a limit its files no longer hold as set ("changed its own
+        memory limit from 128 MiB to 4 GiB"), a memory peak above the limit as set, a cgroup made inside it,
+        this cgroup removed, and each of `members` (pid -> how to name it: "itself", "the other process")
+        found, with any of its threads, in a cgroup outside this one.
+
+        Each member must be a child of this process not reaped yet (else its pid may be another's by
+        now). One that has ended, or is ending, is not looked at: the kernel moves an exiting process
+        out of its cgroups, so where it is then says nothing of where it ran."""
+        found = []
+        gone = [d for d in dict.fromkeys(self.dirs.values()) if not d.is_dir()]
+        found += [f"removed its own cgroup ({_shown(d)})" for d in gone]
+        if not gone:
+            now = self.limits()
+            for label, (raw, words) in self.as_set.items():
+                got_raw, got_words = now.get(label, ("", ""))
+                if got_raw != raw:
+                    before, after = (words, got_words) if words != got_words else (raw or "nothing", got_raw or "nothing")
+                    found.append(f"changed its own {label} from {before} to {after}")
+            limit = _number(self.as_set.get(MEMORY, ("", ""))[0])
+            stats = self.stats() if limit else {}
+            if limit and stats.get("peak_bytes", 0) > limit and not stats.get("oom_kill"):
+                found.append(f"raised its own {MEMORY} while it ran: the container's memory peaked at "
+                             f"{_bytes_words(str(stats['peak_bytes']))}, above the {_bytes_words(str(limit))} it was set to")
         for d in dict.fromkeys(self.dirs.values()):
-            with contextlib.suppress(OSError):
-                d.rmdir()
+            inner = _inside(d)
+            for made in (c for c in inner if c.parent == d):
+                deeper = sum(1 for c in inner if made in c.parents)
+                found.append(f"made a cgroup of its own inside its container ({_shown(made)}"
+                             + (f", and {deeper} more inside that one" if deeper else "") + ")")
+        for pid, who in (members or {}).items():
+            where = self._outside(pid)
+            if where:
+                found.append(f"moved {who} out of its cgroup ({where})")
+        return found
+
+    def _outside(self, pid: int) -> str:
+        """Where `pid`, or one of its threads, is when that is outside this cgroup (and the cgroups in it); '' else.
+
+        A process started by command() may not be in yet while it is still the shell that puts it there,
+        or on its way into that shell (exec has not set its command line yet): until it has been seen in,
+        its command line is read first, and it is looked at only once that is neither empty nor the shell's."""
+        if pid not in self._entered:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                return ""
+            if not cmdline or cmdline.startswith(b"/bin/sh\0-c\0" + _ENTER.encode()):
+                return ""
+        inside = 0
+        with contextlib.suppress(OSError):
+            for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: p.name != str(pid)):
+                # A thread being born is listed before the kernel puts it in its creator's cgroups (it shows
+                # the root's until then), and one that ends is taken out of them: the cgroup file is read
+                # after the thread has been seen to have run, and before it is seen to be ending.
+                if task.name != str(pid) and not _has_run(task):
+                    continue
+                try:
+                    lines = (task / "cgroup").read_text().splitlines()
+                    if _ending(task):
+                        continue
+                except OSError:
+                    continue
+                for controller, path in self.paths.items():
+                    now = next((ln.split(":", 2)[2] for ln in lines if ln.count(":") >= 2 and (
+                        ln.split(":", 2)[1] == "" if self.version == 2 else controller in ln.split(":", 2)[1].split(","))),
+                        None)
+                    if now is not None and now != path and not now.startswith(path.rstrip("/") + "/"):
+                        thread = "" if task.name == str(pid) else f", thread {task.name}"
+                        where = now if self.version == 2 else f"{now} of the {controller} hierarchy"
+                        return f"pid {pid}{thread} was in {where}, not in {path}"
+                inside += 1
+        if inside:
+            self._entered.add(pid)
+        return ""
+
+    def close(self) -> None:
+        """Kill every process in this cgroup and in any cgroup made inside it, and remove them all."""
+        for d in dict.fromkeys(self.dirs.values()):
+            self.removed += [_shown(c) for c in _remove_tree(d)]
         self.dirs = {}
 
     def __enter__(self) -> "Cgroup":
@@ -353,16 +451,126 @@ def _pairs(text: str) -> dict[str, int]:
 
 
 def _sweep(parent: Path) -> None:
-    """Remove loopkata's cgroups whose maker has died (a check killed at its deadline leaves them)."""
+    """Remove loopkata's cgroups in `parent` whose maker has died, with any cgroup made inside them.
+
+    A check killed with SIGKILL (at its deadline, or by hand) leaves its cgroups, empty: the supervisor
+    kills the processes, but only the process that made a cgroup removes it."""
     for d in parent.glob(f"{_PREFIX}*"):
-        m = re.match(rf"{_PREFIX}(\d+)-", d.name)
+        m = re.match(rf"{_PREFIX}(?:probe-)?(\d+)-", d.name)
         if not m or Path(f"/proc/{m[1]}").exists():
             continue
-        for pid in Cgroup._read_dir(d).split():
+        _remove_tree(d)
+
+
+def sweep() -> None:
+    """Remove every cgroup of loopkata's whose maker has died, in each hierarchy loopkata makes them in.
+
+    Every Cgroup starts with this. Only loopkata's own cgroups (named loopkata-PID-...) are touched."""
+    if not sys.platform.startswith("linux") or not _version():
+        return
+    for parent in dict.fromkeys(_parent(controller) for controller in ("cpu", "memory", "pids")):
+        with contextlib.suppress(OSError):
+            _sweep(parent)
+
+
+def _inside(d: Path) -> list[Path]:
+    """Every cgroup inside `d`, however deep, each before the ones inside it."""
+    found, todo = [], [d]
+    while todo:
+        folder = todo.pop()
+        with contextlib.suppress(OSError):
+            with os.scandir(folder) as entries:
+                inner = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+            found += inner
+            todo += inner
+    return found
+
+
+def _remove_tree(d: Path) -> list[Path]:
+    """Kill every process in cgroup `d` and in the cgroups inside it, and remove them, the innermost first.
+
+    Returns the cgroups that were inside `d`."""
+    inner = _inside(d)
+    for _ in range(50):
+        pids = {p for c in [d, *inner] for p in Cgroup._read_dir(c).split()}
+        if not pids:
+            break
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), signal.SIGKILL)
+        time.sleep(0.02)
+    for c in [*reversed(inner), d]:
         with contextlib.suppress(OSError):
-            d.rmdir()
+            c.rmdir()
+    return inner
+
+
+def _has_run(task: Path) -> bool:
+    """Whether the task whose /proc folder is `task` has been on a CPU at least once (schedstat's third field).
+
+    The kernel puts a new thread in its cgroups before it first runs it. False where schedstat is missing."""
+    try:
+        fields = (task / "schedstat").read_text().split()
+    except OSError:
+        return False
+    return len(fields) >= 3 and fields[2].isdigit() and int(fields[2]) > 0
+
+
+def _ending(task: Path) -> bool:
+    """Whether the task whose /proc folder is `task` has ended or is ending (a zombie, or PF_EXITING)."""
+    try:
+        stat = (task / "stat").read_text()
+    except OSError:
+        return True
+    fields = stat.rsplit(")", 1)[-1].split()
+    return len(fields) < 7 or fields[0] in ("Z", "X") or bool(int(fields[6]) & 0x4)
+
+
+def _shown(d: Path) -> str:
+    """A cgroup's folder as a message names it: under /sys/fs/cgroup."""
+    with contextlib.suppress(ValueError):
+        return str(d.relative_to(CGROUP_FS))
+    return str(d)
+
+
+def _number(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+def _bytes_words(text: str) -> str:
+    """A memory limit's file text in words: "128 MiB", "no limit" (v2's max, v1's huge number)."""
+    n = _number(text)
+    if text == "max" or (n is not None and n >= 2**60):
+        return "no limit"
+    if n is None:
+        return repr(text) if text else "nothing (the file could not be read)"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.{0 if n % size == 0 else 1}f} {unit}"
+    return f"{n} bytes"
+
+
+def _cpus_words(raw: list[str]) -> str:
+    """A CPU quota's files in words: "0.5 CPU", "2 CPUs", "no quota"; raw is [cpu.max] or [quota, period]."""
+    fields = raw[0].split() if len(raw) == 1 else raw
+    if len(fields) < 2:
+        return repr(" ".join(fields)) if fields else "nothing (the file could not be read)"
+    quota, period = fields[0], _number(fields[1])
+    if quota == "max" or quota.startswith("-"):
+        return "no quota"
+    if _number(quota) is None or not period:
+        return repr(" ".join(fields))
+    cpus = _number(quota) / period
+    return f"{cpus:g} CPU{'s' if cpus > 1 else ''}"
+
+
+def changed_from_inside(who: str, changes: list[str]) -> str:
+    """The failure of a test whose code under test (`who`: "the worker") changed its container (Cgroup.changes)."""
+    what = changes[0] if len(changes) == 1 else ", ".join(changes[:-1]) + " and " + changes[-1]
+    return (f"expected {who} to run in its container as the test made it, but {who} {what}: a container cannot do "
+            "that. Inside one, the cgroup files are read-only (or not there at all), so the write fails; this check "
+            "runs as root, which may write them, and a run whose container was changed from inside proves nothing "
+            "about the fix. The test has removed its cgroup, and any cgroup made inside it.")
 
 
 # --- fallbacks ---------------------------------------------------------------------------------
