@@ -30,6 +30,7 @@ def running(pid: int) -> bool:
     return True
 
 
+ROOT = Path(__file__).resolve().parents[1]
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux kernel mechanisms")
 
 
@@ -241,6 +242,77 @@ def test_a_cgroup_left_with_cgroups_inside_it_is_swept_with_them(real):
         for d in (stale / "made", stale):
             if d.exists():
                 d.rmdir()
+
+
+def descendants(pid: int) -> set[int]:
+    """`pid` and every process under it now."""
+    children: dict[int, list[int]] = {}
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(name))
+    found, todo = set(), [pid]
+    while todo:
+        found.add(todo[-1])
+        todo += [c for c in children.get(todo.pop(), []) if c not in found]
+    return found
+
+
+@linux_only
+def test_a_memory_guard_check_killed_with_sigkill_leaves_nothing_once_the_next_check_has_run(real, tmp_path):
+    """a kata-16 check killed with SIGKILL leaves no cgroup and no temporary folder once the next check, of any kata, has run"""
+    needs(containers.MEMORY_LIMIT)
+    temp = tmp_path / "tmp"  # the checks' temporary folder: nobody else's is looked at
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "LOOPKATA_STATE": str(tmp_path / "state")}
+    env.pop(containers.FORCE, None)
+    parent = containers._parent("memory")
+    cli = subprocess.Popen([sys.executable, "-m", "loopkata", "check", "memory-guard", "--impl",
+                            str(ROOT / "solutions" / "16_memory_guard")], cwd=ROOT, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    made, tree = [], set()
+    try:
+        until = time.monotonic() + 120
+        while not made and time.monotonic() < until and cli.poll() is None:
+            tree |= descendants(cli.pid)
+            for group in parent.glob("loopkata-*"):
+                maker = int(group.name.split("-")[1]) if group.name.split("-")[1].isdigit() else 0
+                if maker in tree:
+                    os.kill(maker, signal.SIGSTOP)  # it cannot remove its cgroup now: the kill below finds it there
+                    if group.exists():
+                        made.append(group)
+                    else:
+                        os.kill(maker, signal.SIGCONT)
+            time.sleep(0.01)
+        assert made, f"expected the kata-16 check to make a memory cgroup in {parent} within 120 s; it made none"
+        folders = [p.name for p in temp.iterdir()]
+        os.killpg(cli.pid, signal.SIGKILL)
+        cli.wait(10)
+        until = time.monotonic() + 30  # the check's supervisor ends everything under it
+        while any(Path(f"/proc/{pid}").exists() for pid in tree - {cli.pid}) and time.monotonic() < until:
+            time.sleep(0.05)
+        left_at_once = [p.name for p in temp.iterdir()]
+        done = subprocess.run([sys.executable, "-m", "loopkata", "check", "bound-semaphore", "--impl",
+                               str(ROOT / "solutions" / "01_bound_semaphore.py")], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, f"expected the next check (kata 01, its reference fix) to pass:\n{done.stdout}{done.stderr}"
+        cgroups_left = [str(g) for g in made if g.exists()]
+        folders_left = [p.name for p in temp.iterdir()]
+        assert not cgroups_left and not folders_left, (
+            f"expected the killed check's cgroup and temporary folder ({folders}) to be gone once the next check had "
+            f"run, but {cgroups_left or 'no cgroup'} and {folders_left or 'no folder'} were left")
+        assert not left_at_once, (
+            f"expected the killed check's supervisor to remove its temporary folder as it ended, but {left_at_once} "
+            "stayed until the next check")
+    finally:
+        if cli.poll() is None:  # its supervisor then kills everything under it, the stopped maker too
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait(10)
+        for group in made:  # their makers are dead: what the sweep does
+            if group.exists():
+                containers._remove_tree(group)
 
 
 def test_could_not_run_here_is_never_solved():

@@ -261,6 +261,32 @@ def test_a_check_has_a_temporary_folder_of_its_own_removed_when_it_ends(tmp_path
     assert not left.exists(), f"the file the check's code left in its temporary folder is still there: {left}"
 
 
+def test_a_killed_checks_folder_is_removed_by_the_next_check_and_a_running_ones_is_not(tmp_path, monkeypatch):
+    """the temporary folder of a check killed with SIGKILL is removed when the next check starts; a running check's stays"""
+    from loopkata.grading import scratch
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    code = ("import sys, time\nfrom loopkata.grading import scratch\n"
+            "with scratch.check_folder() as f:\n    (f / 'copy.py').write_text('x')\n    print(f, flush=True)\n"
+            "    time.sleep(60)\n")
+    maker = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        killed = Path(maker.stdout.readline().strip())
+    finally:
+        maker.kill()
+        maker.wait(10)
+    assert killed.parent == tmp_path and (killed / "copy.py").exists(), f"expected a check folder in {tmp_path}, got {killed}"
+    with scratch.check_folder() as running:
+        elsewhere = tmp_path / "loopkata-3c7a"  # a folder under another name: not a check's
+        elsewhere.mkdir()
+        runner.sweep_leftovers()  # what every check begins with
+        assert not killed.exists(), f"expected the killed check's folder {killed} to be removed by the next check"
+        assert running.is_dir() and elsewhere.is_dir(), (
+            f"expected the running check's folder ({running}) and a folder not named as a check's to stay")
+    assert not running.exists(), f"expected a check's folder to be removed when its check ends: {running}"
+
+
 def test_a_file_past_the_size_cap_stops_the_test_that_writes_it(tmp_path, monkeypatch):
     """a file the code under test writes stops growing at the size cap, and the test fails there"""
     monkeypatch.setenv("LOOPKATA_FILE_SIZE_CAP", str(16 * 2**20))

@@ -15,19 +15,20 @@ import signal
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import services
 from ..model import catalogue
+from ..services import containers
 from ..model.catalogue import Kata
 from ..model.paths import display_path
 from .cpu_wait import stretch_cap
 from .frames import describe_frames
 from .impl_checks import impl_problem, syntax_problem
 from .repro import plain_env
+from . import scratch
 
 PASSED, FAILED, HANG, ERROR, NOT_RUN = "passed", "failed", "hang", "error", "not run"
 # A test that needs a kernel mechanism this machine lacks (services.containers): when nothing
@@ -197,8 +198,8 @@ def _memory_cap(kata: Kata) -> int:
 
 def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple[list[dict], str, str]:
     """Run the hidden tests on `graded` under the supervisor; (records, stacks, output)."""
-    scratch = tmp / "tmp"
-    scratch.mkdir()
+    private_tmp = tmp / "tmp"
+    private_tmp.mkdir()
     results_fd = os.open(tmp / "results.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
     stacks_fd = os.open(tmp / "stacks.txt", os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -215,7 +216,7 @@ def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple
             "LOOPKATA_HANG_AFTER": str(kata.hang_after),
             "LOOPKATA_MEMORY": str(_memory_cap(kata)),
             # a temporary folder of the check's own, removed with everything in it when it ends
-            "TMPDIR": str(scratch),
+            "TMPDIR": str(private_tmp),
             "PYTHONDONTWRITEBYTECODE": "1",
             # Installed pytest plugins (nbval, anyio...) cost half a second to load and grade nothing.
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
@@ -230,8 +231,9 @@ def _run_child(kata: Kata, graded: Path, tmp: Path, until_failed: bool) -> tuple
             "-q", "--assert=plain", "-c", os.devnull, "--rootdir", str(kata.tests_path.parent),
             "--confcutdir", str(kata.tests_path.parent),
         ]
+        # the supervisor removes `tmp` if this process dies before it can (SIGKILL)
         cmd = [sys.executable, "-I", "-S", str(Path(__file__).with_name("supervise.py")),
-               str(kata.budget_seconds), str(_memory_cap(kata)), str(results_fd), "--", *pytest_cmd]
+               str(kata.budget_seconds), str(_memory_cap(kata)), str(results_fd), str(tmp), "--", *pytest_cmd]
         # Output goes to a file, not a pipe: a process that escaped with the pipe's
         # write end must not keep the check waiting.
         with open(tmp / "output.txt", "w+b") as output:
@@ -298,9 +300,9 @@ def _grade(kata: Kata, impl: Path, until_failed: bool) -> tuple[CheckResult, dic
         result.problem = f"{display_path(kata.tests_path)} defines no test, so nothing can be graded."
         return result, None
 
-    with tempfile.TemporaryDirectory(prefix="loopkata-") as tmp:
-        graded, names, held = _snapshot(kata, impl, Path(tmp))
-        records, stacks, output = _run_child(kata, graded, Path(tmp), until_failed)
+    with scratch.check_folder() as tmp:
+        graded, names, held = _snapshot(kata, impl, tmp)
+        records, stacks, output = _run_child(kata, graded, tmp, until_failed)
         stacks = _rename(_dumped_stacks(stacks, graded), names)  # reads the copy's lines
     result.tests = _results(kata, expected, records, stacks, names, output)
     ended = next((r for r in records if r.get("event") == "exit"), {})
@@ -411,6 +413,13 @@ def _results(kata: Kata, expected: dict[str, str], records: list[dict], stacks: 
     return list(tests.values())
 
 
+def sweep_leftovers() -> None:
+    """Remove what checks killed with SIGKILL left: their cgroups and their temporary folders (with a copy of
+    the code they graded). Only loopkata's own, and only those whose check has ended."""
+    containers.sweep()
+    scratch.sweep()
+
+
 def check(kata: Kata, impl: Path | str | None = None, *, until_failed: bool = False) -> CheckResult:
     """Run `kata`'s hidden tests against `impl` (default: the learner's copy in katas/).
 
@@ -422,6 +431,7 @@ def check(kata: Kata, impl: Path | str | None = None, *, until_failed: bool = Fa
     """
     impl = Path(impl).resolve() if impl else kata.kata_path
     started = time.monotonic()
+    sweep_leftovers()
     for _ in range(3):
         result, held = _grade(kata, impl, until_failed)
         try:

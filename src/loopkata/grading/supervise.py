@@ -1,6 +1,6 @@
 """Runs one grading child under a hard wall-clock deadline and leaves no process behind.
 
-Started by the grader as `python -I -S supervise.py DEADLINE MEMORY STATUS_FD -- CMD...`
+Started by the grader as `python -I -S supervise.py DEADLINE MEMORY STATUS_FD [FOLDER] -- CMD...`
 (standard library only, so it starts in a few milliseconds). It
 
 - becomes a child subreaper, so anything the learner's code starts, even a
@@ -17,7 +17,10 @@ Started by the grader as `python -I -S supervise.py DEADLINE MEMORY STATUS_FD --
   three times as much);
 - then kills every process still left under it, reaps them, and writes one JSON
   line to STATUS_FD: how CMD ended, how many processes it left behind, the most
-  memory the whole tree held and the seconds its deadline was moved back.
+  memory the whole tree held and the seconds its deadline was moved back;
+- and when the grader has died (killed with SIGKILL, it could not clean up), removes
+  FOLDER, the check's temporary folder: nobody is left to read it, and it holds a
+  copy of the code under test.
 """
 import ctypes
 import json
@@ -173,6 +176,7 @@ def _kill_everything(group: int) -> int:
 
 def main(argv: list[str]) -> int:
     deadline, memory, status_fd = float(argv[0]), int(argv[1]), int(argv[2])
+    folder = argv[3] if argv.index("--") > 3 else ""
     cmd = argv[argv.index("--") + 1:]
     parent = os.getppid()
     subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -229,6 +233,12 @@ def main(argv: list[str]) -> int:
     record = {"event": "exit", "status": status, "stopped": stop["why"], "left_behind": left_behind,
               "subreaper": subreaper, "peak_memory": peak, "cpu_wait_allowed": round(allowed, 1)}
     os.write(status_fd, (json.dumps(record) + "\n").encode())
+    if folder and os.getppid() != parent:  # the grader is gone: its folder would stay until the next check
+        import shutil
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+        except RecursionError:
+            pass  # nested too deep for 3.11's rmtree: the next check's sweep removes it
     return 0
 
 

@@ -465,7 +465,8 @@ def _sweep(parent: Path) -> None:
 def sweep() -> None:
     """Remove every cgroup of loopkata's whose maker has died, in each hierarchy loopkata makes them in.
 
-    Every Cgroup starts with this. Only loopkata's own cgroups (named loopkata-PID-...) are touched."""
+    Every check starts with this, and so does every Cgroup: what a killed check left is gone by
+    the next check of any kata. Only loopkata's own cgroups (named loopkata-PID-...) are touched."""
     if not sys.platform.startswith("linux") or not _version():
         return
     for parent in dict.fromkeys(_parent(controller) for controller in ("cpu", "memory", "pids")):
