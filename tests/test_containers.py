@@ -315,6 +315,28 @@ def test_a_memory_guard_check_killed_with_sigkill_leaves_nothing_once_the_next_c
                 containers._remove_tree(group)
 
 
+def test_in_the_regrade_sandbox_the_cgroups_are_said_to_be_hidden(monkeypatch, tmp_path):
+    """in the re-grade's sandbox, which hides /sys/fs/cgroup, katas 15 and 16 say the sandbox hides it and what a claim is checked against there"""
+    monkeypatch.delenv(containers.FORCE, raising=False)
+    monkeypatch.setattr(containers, "CGROUP_FS", tmp_path / "hidden")  # as the sandbox shows it: not there
+    monkeypatch.setattr(sys, "platform", "linux")
+    containers._cgroup_refused.cache_clear()
+    try:
+        monkeypatch.delenv(containers.SANDBOXED, raising=False)
+        assert containers.missing(containers.MEMORY_LIMIT) == "This machine has no cgroup file system at /sys/fs/cgroup."
+        monkeypatch.setenv(containers.SANDBOXED, "1")
+        for mechanism, limit in ((containers.CPU_LIMIT, "a CPU quota"), (containers.MEMORY_LIMIT, "a memory limit")):
+            why = containers.missing(mechanism)
+            assert why.startswith("The re-grade's sandbox hides this machine's cgroups (/sys/fs/cgroup), so no cgroup "
+                                  f"with {limit} can be made in it: "), (
+                f"expected the reason {mechanism} is missing in the sandbox to name the sandbox, got {why!r}")
+            assert "no cgroup file system" not in why and "never confirm" in why, why
+        said = str(containers.not_here(containers.MEMORY_LIMIT, "the OOM test"))
+        assert "The re-grade's sandbox hides this machine's cgroups" in said and "could not run here" in said, said
+    finally:
+        containers._cgroup_refused.cache_clear()
+
+
 def test_could_not_run_here_is_never_solved():
     kata = next(k for k in catalogue.load() if k.mechanisms)
     result = runner.CheckResult(kata=kata.id, impl="x", verdict=runner.NOT_HERE, tests=[
