@@ -211,7 +211,7 @@ class Jail:
     def env(self, extra: dict[str, str]) -> dict[str, str]:
         home = str(self.home)
         passed = {k: os.environ[k] for k in PASSED_ON if k in os.environ}
-        sandboxed = {"LOOPKATA_SANDBOXED": "1"} if self.sandboxed else {}
+        sandboxed = {containers.SANDBOXED: "1"} if self.sandboxed else {}
         return {**passed, "HOME": home, "TMPDIR": home, "USER": "learner", **sandboxed, **extra}
 
     def _command(self, cmd: list[str], memory_bytes: int | None) -> tuple[list[str], containers.Cgroup | None]:

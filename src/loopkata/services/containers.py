@@ -110,7 +110,7 @@ def _pid_namespace_refused() -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"`unshare --pid` could not run ({exc})."
     if done.returncode != 0:
-        if os.environ.get("LOOPKATA_SANDBOXED") == "1":  # set by the re-grade's sandbox (loopkata.room.sandbox)
+        if sandboxed():  # the re-grade's sandbox (loopkata.room.sandbox)
             return ("The re-grade's sandbox lets the code in it make no namespace of its own (one would give "
                     "a learner's code powers against this machine), so PID 1 cannot be made in it.")
         why = (done.stderr.strip().splitlines() or ["no reason given"])[-1]
