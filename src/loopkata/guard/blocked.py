@@ -24,25 +24,46 @@ from .findings import Collector, Finding
 
 
 class Beat:
-    __slots__ = ("busy_since", "finding", "in_select", "native", "seen_busy", "seen_turn", "seen_waited", "thread",
-                 "turn")
+    __slots__ = ("busy_since", "finding", "in_select", "native", "seen_busy", "seen_cpu", "seen_turn", "seen_waited",
+                 "thread", "turn")
 
     def __init__(self) -> None:
         self.turn, self.in_select, self.thread, self.native = 0, True, None, None
         self.busy_since = 0.0
         self.finding = None  # the finding of the block in progress
         # the monitor's own first sight of this turn busy: when, and how long the thread had waited for a CPU
-        self.seen_busy, self.seen_turn, self.seen_waited = None, -1, 0.0
+        self.seen_busy, self.seen_turn, self.seen_waited, self.seen_cpu = None, -1, 0.0, 0.0
 
 
 def waited_for_cpu(native_id: int | None) -> float:
     """Seconds the thread has spent runnable but waiting for a CPU since it started (0 where Linux's
     schedstat cannot be read: then the clock alone decides)."""
+    return _schedstat(native_id)[1]
+
+
+def on_cpu(native_id: int | None) -> float:
+    """Seconds the thread has run on a CPU since it started (0 where schedstat cannot be read)."""
+    return _schedstat(native_id)[0]
+
+
+def _schedstat(native_id: int | None) -> tuple[float, float]:
     try:
         with open(f"/proc/self/task/{native_id}/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
+            ran, waited = f.read().split()[:2]
+        return int(ran) / 1e9, int(waited) / 1e9
     except (OSError, ValueError, IndexError):
-        return 0.0
+        return 0.0, 0.0
+
+
+def runnable(native_id: int | None) -> bool:
+    """Whether the thread is running or waiting for a CPU now (state R). Linux adds a wait for a CPU
+    to schedstat only once it is over, so while a thread waits, the wait so far is not in it yet."""
+    try:
+        with open(f"/proc/self/task/{native_id}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rfind(b")") + 2:][:1] == b"R"
+    except OSError:
+        return False
 
 
 class BlockedLoops:
@@ -99,14 +120,27 @@ class BlockedLoops:
                     beat.seen_turn = -1
                     continue
                 if beat.seen_turn != beat.turn:  # a new turn: start counting from now, by this thread's clock
-                    beat.seen_turn, beat.seen_busy = beat.turn, now
-                    beat.seen_waited = waited_for_cpu(beat.native)
+                    # The wait first, the clock after: if this monitor is itself kept off the CPU between
+                    # the two, the loop's wait then is left out of the start and counted later, so held
+                    # time can only come out short, never long.
+                    beat.seen_turn = beat.turn
+                    beat.seen_cpu, beat.seen_waited = _schedstat(beat.native)
+                    beat.seen_busy = time.monotonic()
                     continue
                 if beat.finding is None and now - beat.seen_busy >= self.threshold and not beat.in_select \
-                        and beat.seen_turn == beat.turn \
-                        and now - beat.seen_busy - (waited_for_cpu(beat.native) - beat.seen_waited) >= self.threshold:
+                        and beat.seen_turn == beat.turn and self._held(beat, now):
                     self.collector.safely(self._report, loop, beat, now)
                 del loop
+
+    def _held(self, beat: Beat, now: float) -> bool:
+        """Whether the loop's thread has held this turn for the threshold, by its own clock: the time
+        on the clock less its waits for a CPU. A thread that is runnable now may be in a wait not yet
+        counted, so then only its time on a CPU counts: short callbacks on a busy CPU never add up
+        to a held loop, a long computation does."""
+        ran, waited = _schedstat(beat.native)
+        if now - beat.seen_busy - (waited - beat.seen_waited) < self.threshold:
+            return False
+        return not runnable(beat.native) or ran - beat.seen_cpu >= self.threshold
 
     def _report(self, loop, beat: Beat, now: float) -> None:
         frame = sys._current_frames().get(beat.thread)
