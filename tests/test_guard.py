@@ -394,3 +394,144 @@ def test_the_report_is_not_written_through_a_link_planted_beside_it(tmp_path):
     report.write_json(path, [], "defaults", tests=0)
     assert target.read_text() == "unchanged\n", "the report was written through a planted link"
     assert json.loads(path.read_text())["findings"] == []
+
+
+def plain_pytest(folder: Path, *args, timeout=240) -> subprocess.CompletedProcess:
+    """The same pytest as `guarded_pytest`, without the guard: what the team's run says without it."""
+    tmp = folder / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:nbval", "-o", "addopts=",
+                           "-q", *args], cwd=folder, env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+FACES = '''
+import asyncio, inspect, json, sys
+from loopkata.guard.config import Settings
+from loopkata.guard.core import Guard
+
+ASKED = {
+    "inspect.iscoroutinefunction": inspect.iscoroutinefunction,
+    "asyncio.iscoroutinefunction": asyncio.iscoroutinefunction,
+    "inspect.signature": lambda f: str(inspect.signature(f)),
+    "inspect.unwrap": lambda f: (type(inspect.unwrap(f)).__name__, inspect.unwrap(f).__qualname__,
+                                 str(inspect.signature(inspect.unwrap(f)))),
+    "__wrapped__": lambda f: hasattr(f, "__wrapped__"),
+    "__name__": lambda f: f.__name__,
+    "__qualname__": lambda f: f.__qualname__,
+    "__module__": lambda f: f.__module__,
+    "__doc__": lambda f: f.__doc__,
+}
+
+
+def answers(f):
+    out = {}
+    for question, ask in ASKED.items():
+        try:
+            out[question] = repr(ask(f))
+        except Exception as exc:
+            out[question] = f"raises {type(exc).__name__}"
+    return out
+
+
+def faces(replaced):
+    """What introspection says of each replaced attribute, on its owner and, for a class, on an instance."""
+    out = {}
+    for owner, name in replaced:
+        label = f"{getattr(owner, '__qualname__', getattr(owner, '__name__', owner))}.{name}"
+        if not hasattr(owner, name):
+            continue
+        out[label] = answers(getattr(owner, name))
+        if isinstance(owner, type):
+            try:
+                instance = owner.__new__(owner)
+            except Exception:
+                continue
+            try:
+                out[label + " (on an instance)"] = answers(getattr(instance, name))
+            except Exception:
+                pass
+    return out
+
+
+guard = Guard(Settings())
+guard.install()
+replaced = [(owner, name) for owner, name, _ in guard.patches._undo]
+guarded = faces(replaced)
+guard.uninstall()
+plain = faces(replaced)
+json.dump({"plain": plain, "guarded": guarded}, sys.stdout)
+'''
+
+
+def test_every_callable_the_guard_replaces_looks_the_same_to_introspection(tmp_path):
+    """Queue.put, Lock.acquire, wait_for and every other callable the guard wraps answer iscoroutinefunction,
+    signature, unwrap and their names exactly as they do without the guard"""
+    ran = subprocess.run([sys.executable, "-c", FACES], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert ran.returncode == 0, f"expected the probe to run, it said:\n{ran.stderr[-3000:]}"
+    seen = json.loads(ran.stdout)
+    assert len(seen["plain"]) >= 20, f"expected the probe to see the guard's replacements, it saw {list(seen['plain'])}"
+    differ = [f"{label}: {question} is {plain} without the guard, {seen['guarded'][label][question]} with it"
+              for label, answers in seen["plain"].items() for question, plain in answers.items()
+              if seen["guarded"].get(label, {}).get(question) != plain]
+    assert not differ, "expected introspection to see what it sees without the guard; it differs in:\n  " + \
+        "\n  ".join(differ)
+
+
+DISPATCHER = '''
+import asyncio, inspect, threading
+
+
+async def call(f, *args):
+    """As a library calls a callback it was handed: awaited when it is a coroutine function, called when not."""
+    return await f(*args) if inspect.iscoroutinefunction(f) else f(*args)
+
+
+async def main():
+    queue = asyncio.Queue()
+    await call(queue.put, 1)
+    await call(queue.put_nowait, 2)
+    assert await call(queue.get) == 1
+    assert await call(queue.get_nowait) == 2
+    await call(queue.task_done)
+    await call(queue.task_done)
+    await call(queue.join)
+    lock, sem, event, condition = asyncio.Lock(), asyncio.Semaphore(), asyncio.Event(), asyncio.Condition()
+    assert await call(lock.acquire) is True
+    await call(lock.release)
+    assert await call(sem.acquire) is True
+    await call(sem.release)
+    await call(event.set)
+    assert await call(event.wait) is True
+    await call(condition.acquire)
+    await call(condition.notify_all)
+    condition.release()
+    assert await call(asyncio.wait_for, asyncio.sleep(0, "slept"), 1) == "slept"
+    if hasattr(asyncio, "Barrier"):
+        assert await call(asyncio.Barrier(1).wait) == 0
+
+
+def test_a_library_that_dispatches_on_iscoroutinefunction_uses_every_primitive():
+    asyncio.run(main())
+
+
+class Store:
+    make_lock = threading.Lock  # a builtin kept on a class is not bound: called with no argument
+
+
+def test_a_lock_factory_kept_on_a_class_is_called_as_it_is():
+    with Store().make_lock():
+        pass
+'''
+
+
+def test_a_library_dispatching_on_iscoroutinefunction_passes_guarded_as_it_does_plain(tmp_path):
+    """a test that awaits a callback only when iscoroutinefunction says so passes with the guard as without it"""
+    (tmp_path / "test_dispatch.py").write_text(DISPATCHER)
+    plain = plain_pytest(tmp_path, "test_dispatch.py")
+    assert plain.returncode == 0, f"expected the test to pass without the guard:\n{plain.stdout[-2000:]}"
+    guarded = guarded_pytest(tmp_path, "test_dispatch.py")
+    assert guarded.returncode == 0, (
+        f"expected the test to pass under the guard as it does without it; it exited {guarded.returncode}:\n"
+        f"{guarded.stdout[-3000:]}")

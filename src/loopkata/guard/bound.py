@@ -65,7 +65,6 @@ class BoundObjects:
                 elif first[0]() is not loop:
                     guard.collector.safely(guard._report, obj, first, loop, original.__name__)
             return original(obj, *args, **kwargs)
-        use.__name__, use.__qualname__, use.__doc__ = original.__name__, original.__qualname__, original.__doc__
         return use
 
     def _report(self, obj, first, now, method: str) -> None:
@@ -120,7 +119,6 @@ class BoundObjects:
                 guard._reported.add(id(obj))
                 guard.collector.safely(lambda: guard._add(*message(obj, owner, loop), 4))
             return original(obj, *args, **kwargs)
-        use.__name__, use.__qualname__, use.__doc__ = original.__name__, original.__qualname__, original.__doc__
         return use
 
     sessions_made_at = staticmethod(lambda session: [])  # set by the unclosed-resource watcher when it runs

@@ -47,5 +47,4 @@ class GeneratorSteps:
                         where=where))
                     raise
             return step()
-        wait_for.__doc__ = original.__doc__
         return wait_for

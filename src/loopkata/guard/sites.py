@@ -58,6 +58,14 @@ def here(skip: int = 1, depth: int = 40) -> list[Frame]:
     return frames_of(sys._getframe(skip + 1), depth)
 
 
+def caller(skip: int = 1) -> str:
+    """The file of the first frame outside the guard, from the caller's caller on (skipping `skip` frames)."""
+    frame = sys._getframe(skip + 1)
+    while frame is not None and frame.f_code.co_filename.startswith(_GUARD):
+        frame = frame.f_back
+    return frame.f_code.co_filename if frame is not None else ""
+
+
 def ours(frames: list[Frame], limit: int = 3) -> list[Frame]:
     """Of `frames` (innermost first), the innermost `limit` of the team's own; else of installed packages;
     else of code they generated; else whatever there is outside the guard."""

@@ -73,7 +73,6 @@ class Swallowed:
                 where = sites.made_at(1)
                 future.add_done_callback(lambda f: collector.safely(watch, f, where[0] if where else ""))
             return future
-        gather.__doc__ = original.__doc__
         return gather
 
     def _watch(self, future, where: str) -> None:
