@@ -535,3 +535,34 @@ def test_a_library_dispatching_on_iscoroutinefunction_passes_guarded_as_it_does_
     assert guarded.returncode == 0, (
         f"expected the test to pass under the guard as it does without it; it exited {guarded.returncode}:\n"
         f"{guarded.stdout[-3000:]}")
+
+
+LOGS = '''
+import logging
+
+log = logging.getLogger("pricing")
+
+
+def warn_for(caller):
+    log.warning("quote for %s is stale", caller, stacklevel=2)  # the record names the helper's caller
+
+
+def test_a_record_names_the_line_that_logged_it(caplog):
+    log.warning("quote is stale"); line = 12
+    log.error("quote failed", exc_info=ValueError("no price")); again = 13
+    warn_for("basket"); helped = 14
+    places = [(r.filename, r.lineno, r.funcName) for r in caplog.records]
+    me = "test_a_record_names_the_line_that_logged_it"
+    assert places == [("test_logs.py", line, me), ("test_logs.py", again, me), ("test_logs.py", helped, me)], places
+'''
+
+
+def test_log_records_keep_the_file_line_and_function_that_logged_them(tmp_path):
+    """a record logged from a test says the test's file, line and function with the guard, as without it"""
+    (tmp_path / "test_logs.py").write_text(LOGS)
+    plain = plain_pytest(tmp_path, "test_logs.py")
+    assert plain.returncode == 0, f"expected the test to pass without the guard:\n{plain.stdout[-2000:]}"
+    guarded = guarded_pytest(tmp_path, "test_logs.py")
+    assert guarded.returncode == 0, (
+        f"expected each record to name the test's own line under the guard, as without it; it exited "
+        f"{guarded.returncode}:\n{guarded.stdout[-3000:]}")

@@ -1,7 +1,10 @@
 """LG06, the other half: an exception returned by gather(return_exceptions=True), then logged without its traceback.
 
 The guard remembers the exceptions a gather returned, and watches every log
-call (Logger._log, which every level's method goes through). A call that names
+record made (Logger.makeRecord, which every level's method reaches through
+Logger._log once the caller's file, line and function are found: the guard's
+frame is never among the frames that lookup walks, so a record says the
+caller's line, guarded as plain). A call that names
 one of them (the exception itself, its type, its type's name or its message
 among the arguments) without attaching it as exc_info is the finding: the log
 says that something failed and drops where. A call that attaches it settles it.
@@ -57,7 +60,7 @@ class Swallowed:
     def install(self) -> None:
         self.patches.replace(tasks, "gather", self._gather)
         self.patches.replace(asyncio, "gather", lambda _original: tasks.gather)
-        self.patches.replace(logging.Logger, "_log", self._log)
+        self.patches.replace(logging.Logger, "makeRecord", self._record)
 
     def forget(self) -> None:
         with self._lock:
@@ -88,14 +91,14 @@ class Swallowed:
                     while len(self.watched) > KEPT:
                         self.watched.popitem(last=False)
 
-    def _log(self, original):
+    def _record(self, original):
         guard = self
 
-        def _log(logger, level, msg, args, exc_info=None, *rest, **kwargs):
+        def makeRecord(logger, name, level, fn, lno, msg, args, exc_info, *rest, **kwargs):
             if exc_info or guard.watched:
                 guard.collector.safely(guard._seen, msg, args, exc_info)
-            return original(logger, level, msg, args, exc_info, *rest, **kwargs)
-        return _log
+            return original(logger, name, level, fn, lno, msg, args, exc_info, *rest, **kwargs)
+        return makeRecord
 
     def _seen(self, msg, args, exc_info) -> None:
         attached = exc_info
