@@ -94,6 +94,51 @@ def test_clean_loops_let_go():
         asyncio.run(asyncio.sleep(0))
 
 
+# A team's suite: each test one invocation (one asyncio.run), the leak one loop per test. The first loop
+# kept is what a cache of the last loop would keep; the second, left by the next test, is the finding.
+
+_CLIENTS = {}  # loop -> client: one entry per invocation, none ever removed
+
+
+async def client_for_this_loop():
+    return _CLIENTS.setdefault(asyncio.get_running_loop(), object())
+
+
+def test_leak_one_loop_per_test_1_the_first_loop_is_what_a_cache_may_keep():
+    asyncio.run(client_for_this_loop())
+
+
+def test_LG02_leak_one_loop_per_test_2_the_second_loop_kept():
+    asyncio.run(client_for_this_loop())
+
+
+def test_leak_one_loop_per_test_3_reported_once_already():
+    asyncio.run(client_for_this_loop())
+
+
+_LAST = {}  # the fixed twin: the client of the last loop only
+
+
+async def client_for_the_last_loop():
+    loop = asyncio.get_running_loop()
+    if loop not in _LAST:
+        _LAST.clear()
+        _LAST[loop] = object()
+    return _LAST[loop]
+
+
+def test_clean_cache_of_the_last_loop_1():
+    asyncio.run(client_for_the_last_loop())
+
+
+def test_clean_cache_of_the_last_loop_2():
+    asyncio.run(client_for_the_last_loop())
+
+
+def test_clean_cache_of_the_last_loop_3():
+    asyncio.run(client_for_the_last_loop())
+
+
 # --- LG03: a pending task lost ----------------------------------------------------------------
 
 async def slow_write(box):

@@ -14,6 +14,7 @@ import itertools
 import sys
 import types
 import weakref
+from dataclasses import dataclass
 
 from . import sites
 
@@ -26,14 +27,33 @@ NOT_WALKED = (types.FrameType, types.GeneratorType, types.CoroutineType, types.A
 def holding(target) -> tuple[list[str], list[str]]:
     """('module m', 'global `name`', then '.attribute', '[key]' ..., down to `target`), and where the objects on
     the way were made (for those the guard saw made); ([], []) if no module holds it."""
+    found = holding_each([target]).get(id(target))
+    return (found.chain, found.made) if found else ([], [])
+
+
+@dataclass
+class Held:
+    chain: list[str]  # as `holding` says it
+    made: list[str]  # where the objects on the way were made
+    holder: str  # the module and global the chain starts from: "module m, global `name`"
+
+
+def holding_each(targets: list) -> dict[int, Held]:
+    """`holding` for each of `targets` at once, by id (one walk for them all); a target no module holds is
+    left out. The team's modules are walked first, then every module for the targets not found yet."""
     modules = [(name, m) for name, m in list(sys.modules.items()) if isinstance(m, types.ModuleType)]
     teams = [(n, m) for n, m in modules if sites.is_teams(getattr(m, "__file__", None) or "")]
+    wanted = {id(t): t for t in targets}
+    out: dict[int, Held] = {}
     for group in (teams, modules):
-        path = _search(target, group)
-        if path:
+        if not wanted:
+            break
+        for key, path in _search(wanted, group).items():
+            del wanted[key]
             made = [site for obj in path[1:] for site in _made_at(obj)[:1]]
-            return _describe(path, next(n for n, m in group if vars(m) is path[0])), made
-    return [], []
+            chain = _describe(path, next(n for n, m in group if vars(m) is path[0]))
+            out[key] = Held(chain, made, ", ".join(chain[:2]).split("  (")[0])
+    return out
 
 
 def _made_at(obj) -> list[str]:
@@ -42,31 +62,38 @@ def _made_at(obj) -> list[str]:
     return list(site) if isinstance(site, list) else []
 
 
-def _search(target, modules) -> list:
+def _search(targets: dict[int, object], modules) -> dict[int, list]:
+    """The nearest path from a module's globals to each of `targets` (by id), those found within MAX_DEPTH;
+    a target is an end, never a step of another's path."""
     came_from: dict[int, object] = {}
     frontier = []
+    found: dict[int, list] = {}
     for _, m in modules:
         d = vars(m)
         if id(d) not in came_from:
             came_from[id(d)] = None
             frontier.append(d)
     for _ in range(MAX_DEPTH):
-        found = []
+        reached = []
         for obj in frontier:
             for ref in gc.get_referents(obj):
-                if ref is target:
-                    path = [ref, obj]
-                    while came_from[id(path[-1])] is not None:
-                        path.append(came_from[id(path[-1])])
-                    return path[::-1]
+                if id(ref) in targets:
+                    if id(ref) not in found and targets[id(ref)] is ref:
+                        path = [ref, obj]
+                        while came_from[id(path[-1])] is not None:
+                            path.append(came_from[id(path[-1])])
+                        found[id(ref)] = path[::-1]
+                        if len(found) == len(targets):
+                            return found
+                    continue
                 if id(ref) in came_from or not gc.is_tracked(ref) or isinstance(ref, NOT_WALKED):
                     continue
                 came_from[id(ref)] = obj
-                found.append(ref)
-        if not found:
-            return []
-        frontier = found
-    return []
+                reached.append(ref)
+        if not reached:
+            break
+        frontier = reached
+    return found
 
 
 def _describe(path: list, module: str) -> list[str]:

@@ -33,6 +33,8 @@ class Loops:
         self.infos: dict[int, LoopInfo] = {}  # number -> info, while the loop is alive
         self.charging = True  # False while a fixture wider than one test runs
         self.on_new: list = []  # callables(loop, info) for each selector loop, once its selector is set
+        self.judged: set[int] = set()  # loops (by number) LG02 has looked for a holder of
+        self.reported: set[str] = set()  # the globals (module, name) LG02 has reported holding loops
 
     def install(self) -> None:
         sys.set_coroutine_origin_tracking_depth(ORIGIN_DEPTH)
@@ -77,9 +79,13 @@ class Loops:
         self.count += 1
         number = self.count
         info = LoopInfo(number, sites.made_at(3, pythons_own=False), self.collector.current if self.charging else "",
-                        weakref.ref(loop, lambda _ref, n=number: self.infos.pop(n, None)))
+                        weakref.ref(loop, lambda _ref, n=number: self._gone(n)))
         self.infos[number] = info
         loop._loopkata_info = info  # on the loop itself: a collected cycle loses its weak references first
+
+    def _gone(self, number: int) -> None:
+        self.infos.pop(number, None)
+        self.judged.discard(number)
 
     def info(self, loop) -> LoopInfo | None:
         return getattr(loop, "_loopkata_info", None)
@@ -99,29 +105,47 @@ class Loops:
         return f"event loop #{info.number} ({state}{where})"
 
     def kept_alive(self, test: str, allowed: int) -> list[Finding]:
-        """LG02: the loops `test` made that are alive after it, if more than `allowed`."""
+        """LG02: after `test`, a global that holds more than `allowed` event loops made by tests (this one and
+        every earlier one), none running: a leak of one loop per test is found at the test that leaves the
+        second loop alive. Said once per global.
+
+        Costs nothing when the loops this test made are gone by the time it ends (freed as their last
+        reference went): a full collection is made only when one of them is still alive, and the walk from
+        the modules' globals only when more than `allowed` loops are alive and one was not looked at yet."""
         if not any(i.test == test for i in self.infos.values()):
             return []
         gc.collect()
-        alive = [(i, i.ref()) for i in list(self.infos.values()) if i.test == test and i.ref() is not None]
-        alive = [(i, loop) for i, loop in alive if getattr(loop, "_thread_id", None) is None]  # not running
-        if len(alive) <= allowed:
+        alive = [(i, loop) for i in list(self.infos.values()) if i.test and (loop := i.ref()) is not None
+                 and getattr(loop, "_thread_id", None) is None]  # not running
+        fresh = {i.number for i, _ in alive if i.number not in self.judged}
+        if not fresh or len(alive) <= allowed:
             return []
-        held = []
-        for info, loop in alive[:-allowed or None]:  # the newest `allowed` may be a cache's last loop
-            chain, made = chains.holding(loop)
-            if chain:
-                held.append((info, chain, made))
-        del alive
-        if not held:
-            return []  # held by nothing that outlives the test (a traceback's frames, a running thread)
-        info, chain, made = held[0]
-        others = len(held) - 1
-        return [Finding(
-            "LG02",
-            f"{len(held) + allowed} event loops made by this test are still alive after it "
-            f"({allowed} allowed: a cache may keep the last one); event loop #{info.number}"
-            + (f" and {others} more are" if others else " is") + f" held by {', '.join(chain[:2])}",
-            where=[f"holding it: made at {m}" for m in made] + info.made_at,
-            details=["held by:"] + [f"  {step}" for step in chain], test=test)]
-
+        self.judged |= fresh
+        found = chains.holding_each([loop for _, loop in alive])
+        groups: dict[str, list] = {}
+        for info, loop in sorted(alive, key=lambda pair: pair[0].number):
+            held = found.get(id(loop))
+            if held is not None:  # else held by nothing that outlives the test (a traceback's frames, a thread)
+                groups.setdefault(held.holder, []).append((info, held))
+        del alive, found
+        out = []
+        for holder, members in groups.items():
+            if len(members) <= allowed or holder in self.reported or not fresh & {i.number for i, _ in members}:
+                continue
+            self.reported.add(holder)
+            info, held = members[0]  # the oldest: the newest `allowed` may be a cache's last loop
+            mine = next((i for i, _ in reversed(members) if i.test == test), info)
+            others = len(members) - allowed - 1
+            earlier = sorted({i.test for i, _ in members if i.test != test})
+            made_by = "this test" + (f" and {len(earlier)} earlier test{'s' if len(earlier) > 1 else ''}"
+                                     if earlier else "")
+            out.append(Finding(
+                "LG02",
+                f"{len(members)} event loops made by {made_by} are still alive after it, held by one global "
+                f"({allowed} allowed: a cache may keep the last one); event loop #{info.number}"
+                + (f" (made in {info.test})" if info.test != test else "")
+                + (f" and {others} more are" if others > 0 else " is") + f" held by {', '.join(held.chain[:2])}",
+                where=[f"holding it: made at {m}" for m in held.made] + mine.made_at
+                + ([f"event loop #{info.number} made at {m}" for m in info.made_at[:1]] if info is not mine else []),
+                details=["held by:"] + [f"  {step}" for step in held.chain], test=test))
+        return out
