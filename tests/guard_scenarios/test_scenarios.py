@@ -169,6 +169,25 @@ def test_LG03_task_destroyed_by_the_garbage_collector():
     asyncio.run(handler())
 
 
+async def ticks():
+    n = 0
+    while True:
+        yield n
+        n += 1
+
+
+def test_clean_an_abandoned_async_generator_closed_by_asyncio():
+    """A generator dropped after its first item: asyncio itself makes the task that closes it (aclose), and
+    asyncio.run's shutdown finishes it; none of the test's work is lost."""
+    async def first_tick():
+        gen = ticks()
+        first = await anext(gen)
+        del gen  # abandoned on purpose: asyncio's finalizer hook schedules gen.aclose() as a task
+        return first
+
+    assert asyncio.run(first_tick()) == 0
+
+
 def test_clean_task_awaited():
     box = []
 
@@ -337,6 +356,28 @@ def test_LG08_wait_for_on_anext():
                 return got
 
     assert asyncio.run(consume()) == ["a", ":keepalive"]  # "b" is lost
+
+
+async def late_each(stream, seconds):
+    """An operator whose documented purpose is to end the stream with TimeoutError when an item is late:
+    the stream is never stepped again after a timeout."""
+    while True:
+        try:
+            item = await asyncio.wait_for(anext(stream), seconds)
+        except StopAsyncIteration:
+            return
+        yield item
+
+
+def test_clean_a_timeout_operator_that_ends_the_stream():
+    async def consume():
+        got = []
+        with pytest.raises(TimeoutError):
+            async for item in late_each(sections(), 0.05):
+                got.append(item)
+        return got
+
+    assert asyncio.run(consume()) == ["a"]
 
 
 def test_clean_wait_for_on_a_coroutine():

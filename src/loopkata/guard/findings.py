@@ -39,7 +39,7 @@ KINDS = {k.code: k for k in (
     Kind("LG07", "unclosed-resource", (2,),
          "an event loop, aiohttp ClientSession or connector collected without being closed"),
     Kind("LG08", "generator-step-cancelled", (9,),
-         "a timeout that cancelled a step of an async generator, which closes the generator"),
+         "an async generator stepped again after a timeout cancelled one of its steps, which closed it"),
     Kind("LG09", "queue-without-consumer", (7,),
          "a Celery task sent to a queue that none of the workers seen during the test consumes"),
 )}

@@ -29,6 +29,12 @@ def made_at(task) -> list[str]:
     return []
 
 
+def _closes_a_generator(task) -> bool:
+    """Is this the task asyncio itself makes to aclose() an async generator dropped before its end?"""
+    coro = task.get_coro() if hasattr(task, "get_coro") else None
+    return type(coro).__name__ == "async_generator_athrow"
+
+
 def _name(task) -> str:
     coro = task.get_coro() if hasattr(task, "get_coro") else None
     return getattr(coro, "__qualname__", None) or (task.get_name() if hasattr(task, "get_name") else type(task).__name__)
@@ -52,7 +58,8 @@ class Tasks:
         def describe(context):
             message = str(context.get("message", ""))
             task = context.get("task") or context.get("future")
-            if message.startswith("Task was destroyed but it is pending") and task is not None:
+            if message.startswith("Task was destroyed but it is pending") and task is not None \
+                    and not _closes_a_generator(task):
                 collector.add(Finding(
                     "LG03",
                     f"a pending task ({_name(task)}) was destroyed by the garbage collector: nothing held a "
@@ -76,7 +83,7 @@ class Tasks:
             return original(loop)
 
         def describe(loop):
-            pending = [t for t in tasks.all_tasks(loop) if not t.done()]
+            pending = [t for t in tasks.all_tasks(loop) if not t.done() and not _closes_a_generator(t)]
             if pending:
                 where = [w for t in pending for w in made_at(t)[:1]]
                 collector.add(Finding(
