@@ -566,3 +566,52 @@ def test_log_records_keep_the_file_line_and_function_that_logged_them(tmp_path):
     assert guarded.returncode == 0, (
         f"expected each record to name the test's own line under the guard, as without it; it exited "
         f"{guarded.returncode}:\n{guarded.stdout[-3000:]}")
+
+
+SHORT_TESTS = '''
+import asyncio, gc, json, pytest
+
+FULL = []
+gc.callbacks.append(lambda phase, info: FULL.append(1) if phase == "start" and info["generation"] == 2 else None)
+
+
+async def numbers():
+    yield 1
+    yield 2
+
+
+class Cycle:
+    pass
+
+
+async def first_number():
+    gen = numbers()
+    box = Cycle()
+    box.gen, box.me = gen, box  # the generator in a reference cycle: it keeps the loop's finalizer hook alive
+    return await anext(gen)
+
+
+@pytest.mark.parametrize("n", range(40))
+def test_short(n):
+    assert asyncio.run(first_number()) == 1
+
+
+def test_zz_count():
+    with open("full_collections.json", "w") as f:
+        json.dump(len(FULL), f)
+'''
+
+
+def test_a_suite_of_short_tests_pays_no_full_collection_per_test(tmp_path):
+    """forty short tests, each leaving its loop to young garbage (an async generator in a cycle): the guard
+    finds each loop gone by collecting the young generations, not the whole heap after every test"""
+    (tmp_path / "test_short.py").write_text(SHORT_TESTS)
+    counts = {}
+    for mode, run in (("plain", plain_pytest), ("guarded", guarded_pytest)):
+        ran = run(tmp_path, "-p", "no:randomly", "test_short.py")
+        assert ran.returncode == 0, f"expected the suite to pass {mode}:\n{ran.stdout[-2000:]}"
+        counts[mode] = json.loads((tmp_path / "full_collections.json").read_text())
+    assert counts["guarded"] - counts["plain"] <= 10, (
+        f"expected the guard to collect the whole heap after at most one test in four (a loop whose garbage "
+        f"grew old during its test), it did after {counts['guarded'] - counts['plain']} of 40 "
+        f"(the suite made {counts['plain']} full collections plain)")

@@ -110,11 +110,16 @@ class Loops:
         second loop alive. Said once per global.
 
         Costs nothing when the loops this test made are gone by the time it ends (freed as their last
-        reference went): a full collection is made only when one of them is still alive, and the walk from
-        the modules' globals only when more than `allowed` loops are alive and one was not looked at yet."""
+        reference went). When one is still alive, most often held only by the test's own garbage (an async
+        generator in a reference cycle keeps its loop's finalizer hook), the youngest generation is collected
+        first, then the next, and the whole heap only when one is alive still; the walk from the modules'
+        globals is made only when more than `allowed` loops are alive and one was not looked at yet."""
         if not any(i.test == test for i in self.infos.values()):
             return []
-        gc.collect()
+        for generation in (0, 1, 2):  # the young first: a test's own garbage is young, and costs little to find
+            gc.collect(generation)
+            if not any(i.test == test for i in self.infos.values()):
+                return []
         alive = [(i, loop) for i in list(self.infos.values()) if i.test and (loop := i.ref()) is not None
                  and getattr(loop, "_thread_id", None) is None]  # not running
         fresh = {i.number for i, _ in alive if i.number not in self.judged}
