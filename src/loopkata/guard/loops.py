@@ -34,6 +34,7 @@ class Loops:
         self.charging = True  # False while a fixture wider than one test runs
         self.on_new: list = []  # callables(loop, info) for each selector loop, once its selector is set
         self.judged: set[int] = set()  # loops (by number) LG02 has looked for a holder of
+        self.unheld: set[int] = set()  # of those, the ones no global holds
         self.reported: set[str] = set()  # the globals (module, name) LG02 has reported holding loops
 
     def install(self) -> None:
@@ -86,6 +87,7 @@ class Loops:
     def _gone(self, number: int) -> None:
         self.infos.pop(number, None)
         self.judged.discard(number)
+        self.unheld.discard(number)
 
     def info(self, loop) -> LoopInfo | None:
         return getattr(loop, "_loopkata_info", None)
@@ -104,6 +106,13 @@ class Loops:
         where = f", made at {info.made_at[0]}" if info.made_at else ""
         return f"event loop #{info.number} ({state}{where})"
 
+    def _alive(self) -> list:
+        """(info, loop) of each loop made by a test that is alive and not running, oldest first (but those
+        found held by no global: a failed test's traceback, a thread)."""
+        return [(i, loop) for i in sorted(self.infos.values(), key=lambda i: i.number)
+                if i.test and i.number not in self.unheld and (loop := i.ref()) is not None
+                and getattr(loop, "_thread_id", None) is None]
+
     def kept_alive(self, test: str, allowed: int) -> list[Finding]:
         """LG02: after `test`, a global that holds more than `allowed` event loops made by tests (this one and
         every earlier one), none running: a leak of one loop per test is found at the test that leaves the
@@ -111,17 +120,20 @@ class Loops:
 
         Costs nothing when the loops this test made are gone by the time it ends (freed as their last
         reference went). When one is still alive, most often held only by the test's own garbage (an async
-        generator in a reference cycle keeps its loop's finalizer hook), the youngest generation is collected
-        first, then the next, and the whole heap only when one is alive still; the walk from the modules'
-        globals is made only when more than `allowed` loops are alive and one was not looked at yet."""
+        generator in a reference cycle keeps its loop's finalizer hook), the young generations are collected
+        first; the whole heap only when more than `allowed` loops are alive still (a global could hold them),
+        and the walk from the modules' globals only when that many are alive after it and one was not looked
+        at yet."""
         if not any(i.test == test for i in self.infos.values()):
             return []
-        for generation in (0, 1, 2):  # the young first: a test's own garbage is young, and costs little to find
+        for generation in (0, 1):  # the young first: a test's own garbage is young, and costs little to find
             gc.collect(generation)
             if not any(i.test == test for i in self.infos.values()):
                 return []
-        alive = [(i, loop) for i in list(self.infos.values()) if i.test and (loop := i.ref()) is not None
-                 and getattr(loop, "_thread_id", None) is None]  # not running
+        if len(self._alive()) <= allowed:
+            return []  # no global can hold more than allowed yet: the whole heap is not worth collecting
+        gc.collect()
+        alive = self._alive()
         fresh = {i.number for i, _ in alive if i.number not in self.judged}
         if not fresh or len(alive) <= allowed:
             return []
@@ -130,8 +142,10 @@ class Loops:
         groups: dict[str, list] = {}
         for info, loop in sorted(alive, key=lambda pair: pair[0].number):
             held = found.get(id(loop))
-            if held is not None:  # else held by nothing that outlives the test (a traceback's frames, a thread)
+            if held is not None:
                 groups.setdefault(held.holder, []).append((info, held))
+            else:  # held by nothing that outlives the test (a traceback's frames, a thread)
+                self.unheld.add(info.number)
         del alive, found
         out = []
         for holder, members in groups.items():
