@@ -1,15 +1,18 @@
 """What `loopkata guard` costs and what it finds on real async packages' own test suites.
 
-Runs the test suites that asgiref, janus and async-lru ship in their source
-distributions (the packages and pinned versions listed in tests/guard_verdicts.toml),
-each as its maintainers run it, plain and under the guard as a team would add it:
+Runs the test suites that six async packages ship in their source distributions
+(asgiref, janus, async-lru, aiostream, aiofiles and tenacity: the packages and pinned
+versions listed in tests/guard_verdicts.toml), each as its maintainers run it, plain and
+under the guard as a team would add it:
 
     pytest -p loopkata.guard --loopkata-guard=warn --loopkata-guard-report=PATH.json
 
-Prints, per package: its tests, the median wall time of the whole pytest command
-(a new process each run) plain and guarded, their ratio, whether the guard changed
-the suite's outcome, the findings by code, and each finding with its verdict from
-tests/guard_verdicts.toml, or "unjudged" where it has none.
+Prints, per package: its tests, the median wall and CPU time of the whole pytest
+command (a new process each run) plain and guarded, their ratios, every test whose
+outcome under the guard differs from its outcome without it (compared test by test,
+from each run's JUnit XML: a defect of the guard, printed by name), the findings by
+code, and each finding with its verdict from tests/guard_verdicts.toml, or "unjudged"
+where it has none.
 
     .venv/bin/python benchmarks/guard_overhead.py [--runs N] [--package NAME ...] [--plain-only] [--guard-arg=ARG ...]
 
@@ -27,6 +30,7 @@ import fnmatch
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -36,7 +40,8 @@ import tarfile
 import tempfile
 import time
 import tomllib
-from collections import Counter
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,15 +76,20 @@ def main() -> None:
         if not options.plain_only and not guarded:
             print("  loopkata.guard cannot be imported in its venv: plain runs only")
         times = {"plain": [], "guarded": []}
+        cpu = {"plain": [], "guarded": []}
         outcomes = {"plain": set(), "guarded": set()}
+        each = {"plain": defaultdict(set), "guarded": defaultdict(set)}  # test -> its outcomes across runs
         seen = {}  # finding key -> (finding, runs it appeared in)
         modes = ["plain", "guarded"] if guarded else ["plain"]
         for run in range(options.runs + 1):  # run 0 is the untimed warm-up
             for mode in modes:
-                took, outcome, findings = suite.run(mode, run)
+                took, spent, outcome, findings, tests = suite.run(mode, run)
                 outcomes[mode].add(outcome)
+                for test, said in tests.items():
+                    each[mode][test].add(said)
                 if run:
                     times[mode].append(took)
+                    cpu[mode].append(spent)
                 nth = Counter()
                 for finding in findings or []:
                     # One finding across runs: the nth of its code in its test. Its frames are no part of
@@ -90,18 +100,32 @@ def main() -> None:
                     entry[1].add(run)
                     entry[2].add(tuple(sorted(finding.get("where") or [])))
         plain = statistics.median(times["plain"])
-        print(f"  plain:   median {plain:6.2f} s of {options.runs} runs  ({'; '.join(sorted(outcomes['plain']))})")
+        plain_cpu = statistics.median(cpu["plain"])
+        print(f"  plain:   median {plain:6.2f} s of {options.runs} runs, CPU {plain_cpu:6.2f} s  "
+              f"({'; '.join(sorted(outcomes['plain']))})")
         totals["plain"] += plain
         if not guarded:
             continue
         watched = statistics.median(times["guarded"])
+        watched_cpu = statistics.median(cpu["guarded"])
         totals["guarded"] += watched
         totals["plain, guarded too"] += plain
         ratio = watched / plain
-        print(f"  guarded: median {watched:6.2f} s of {options.runs} runs  ({'; '.join(sorted(outcomes['guarded']))})")
-        print(f"  ratio {ratio:.2f}x (target at most {TARGET}x){'  over' if ratio > TARGET else ''}")
+        print(f"  guarded: median {watched:6.2f} s of {options.runs} runs, CPU {watched_cpu:6.2f} s  "
+              f"({'; '.join(sorted(outcomes['guarded']))})")
+        print(f"  ratio {ratio:.2f}x wall, {watched_cpu / plain_cpu:.2f}x CPU (target at most {TARGET}x wall)"
+              f"{'  over' if ratio > TARGET else ''}")
         if outcomes["guarded"] != outcomes["plain"]:
             print(f"  the guard changed the suite's outcome: see the logs in {suite.logs.relative_to(ROOT)}")
+        changed = sorted(t for t in each["plain"].keys() | each["guarded"].keys()
+                         if each["plain"].get(t, {"not run"}) != each["guarded"].get(t, {"not run"}))
+        flaky = sorted(t for t, said in each["plain"].items() if len(said) > 1)
+        print(f"  tests compared one by one: {len(each['plain'])}; whose outcome the guard changed: {len(changed)}"
+              + (f" (and {len(flaky)} whose outcome varies without it)" if flaky else ""))
+        for test in changed:
+            print(f"  - CHANGED {test}: {'/'.join(sorted(each['plain'].get(test, {'not run'})))} without the guard, "
+                  f"{'/'.join(sorted(each['guarded'].get(test, {'not run'})))} with it")
+        totals["changed"] = totals.get("changed", 0) + len(changed)
         codes = Counter(f["code"] for f, _, _ in seen.values())
         print(f"  findings: {len(seen)}" + (f" ({', '.join(f'{c} x{n}' for c, n in sorted(codes.items()))})" if seen else ""))
         for finding, runs, places in sorted(seen.values(), key=lambda item: (item[0]["code"], item[0].get("test") or "")):
@@ -130,6 +154,7 @@ def main() -> None:
               f"ratio {totals['guarded'] / both:.2f}x (target at most {TARGET}x)")
         names = {p["name"] for p in packages}
         stale = [v for i, v in enumerate(judged) if i not in used and v["package"] in names]
+        print(f"tests whose outcome the guard changed: {int(totals.get('changed', 0))}")
         print(f"findings without a verdict (unjudged): {unjudged}")
         if stale:
             print(f"verdicts that matched no finding: {len(stale)}")
@@ -197,16 +222,23 @@ class Suite:
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         return env
 
-    def run(self, mode: str, number: int) -> tuple[float, str, list | None]:
-        """One run of the suite: its wall time, its outcome line and, guarded, its findings."""
+    def run(self, mode: str, number: int) -> tuple[float, float, str, list | None, dict[str, str]]:
+        """One run of the suite: its wall time, its CPU time, its outcome line, guarded its findings, and the
+        outcome of each of its tests."""
         self.logs.mkdir(parents=True, exist_ok=True)
         report = self.logs / f"report-{number}.json"
         report.unlink(missing_ok=True)
+        junit = self.logs / f"{mode}-{number}.xml"
+        junit.unlink(missing_ok=True)
         extra = [*GUARD, f"--loopkata-guard-report={report}", *self.guard_args] if mode == "guarded" else []
-        command = self.command(extra)
+        command = self.command([f"--junit-xml={junit}", *extra])
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         out = subprocess.run(command, capture_output=True, text=True, cwd=self.source, env=self.env(), check=False)
         took = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        tests = _each_outcome(junit)
         log = self.logs / f"{mode}-{number}.log"
         log.write_text(f"$ cd {self.source} && {' '.join(command)}\nexit code {out.returncode}\n\n"
                        f"{out.stdout}\n--- stderr ---\n{out.stderr}")
@@ -214,7 +246,7 @@ class Suite:
         if out.returncode not in (0, 1):
             outcome += f", exit code {out.returncode}"
         if mode == "plain":
-            return took, outcome, None
+            return took, spent, outcome, None, tests
         if out.returncode not in (0, 1):
             errors = [line for line in (out.stdout + out.stderr).splitlines() if ERROR_LINE.match(line)]
             said = " / ".join(_one_line(line.removeprefix("INTERNALERROR> "), 100) for line in errors[-3:])
@@ -222,7 +254,7 @@ class Suite:
                   f"  (log {log.relative_to(ROOT)})")
         if not report.exists():
             print(f"  guarded run {number}: no report written (exit code {out.returncode}; log {log.relative_to(ROOT)})")
-            return took, outcome, []
+            return took, spent, outcome, [], tests
         data = json.loads(report.read_text())
         findings = data["findings"] if isinstance(data, dict) else data
         if isinstance(data, dict) and not data.get("complete", True):
@@ -231,7 +263,7 @@ class Suite:
             finding["where"] = [self.relative(line) for line in finding.get("where") or []]
             finding["details"] = [self.relative(line) for line in finding.get("details") or []]
             finding["message"] = self.relative(finding.get("message", ""))
-        return took, outcome, findings
+        return took, spent, outcome, findings, tests
 
     def relative(self, line: str) -> str:
         """A line of `where` or `details` ("file:line in func", "used at file:line ...") with its paths
@@ -254,6 +286,21 @@ class Suite:
             place = re.compile(rf"(^|\s){re.escape(verdict['where'])}(\s|$)")
             return any(place.search(frame) for frame in finding.get("where") or [])
         return True
+
+
+def _each_outcome(junit: Path) -> dict[str, str]:
+    """Each test of a run's JUnit XML and how it ended: passed, failed, error, skipped (a test with an error
+    in its teardown too says "passed+error")."""
+    if not junit.exists():
+        return {}
+    out: dict[str, str] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        said = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}
+        ended = "+".join(outcome[t] for t in said) or "passed"
+        out[name] = ended if name not in out else f"{out[name]}+{ended}"
+    return out
 
 
 def _like(text: str, pattern: str) -> bool:
