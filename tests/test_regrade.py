@@ -30,13 +30,6 @@ KATA_ID = "bound-semaphore"
 SECRET = "facilitator-secret-4f1c"
 
 
-def _need_sandbox() -> None:
-    """Skip where this machine has no sandbox, unless LOOPKATA_REQUIRE_SANDBOX is set (CI): then fail."""
-    why = sandbox.why_no_sandbox()
-    if why and os.environ.get("LOOPKATA_REQUIRE_SANDBOX", "") not in ("", "0"):
-        pytest.fail(f"LOOPKATA_REQUIRE_SANDBOX is set, but {why}", pytrace=False)
-    if why:
-        pytest.skip(f"no sandbox on this machine: {why}")
 
 # Runs when the hidden tests import the learner's kata file, before any test.
 REACH_OUT = '''
@@ -86,9 +79,9 @@ def _hostile(kata, home: Path) -> str:
     return REACH_OUT.format(hidden=str(hidden), home=str(home)) + kata.solution_path.read_text()
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_a_learners_code_cannot_touch_the_checkout_or_the_home_in_a_regrade(checkout, monkeypatch):
     """a re-grade runs the learner's code where it cannot change the checkout, reach the home or read the environment"""
-    _need_sandbox()
     root, home = checkout
     monkeypatch.setenv("FACILITATOR_SECRET", SECRET)
     monkeypatch.setenv("HOME", str(home))
@@ -105,9 +98,9 @@ def test_a_learners_code_cannot_touch_the_checkout_or_the_home_in_a_regrade(chec
         f"fails quietly and the fix should pass, but the re-grade said: {graded.detail}")
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_after_a_hostile_regrade_an_honest_starter_still_fails(checkout):
     """one learner's hostile file cannot make the next learner's unchanged starter pass"""
-    _need_sandbox()
     root, home = checkout
     kata = catalogue.find(KATA_ID, root)
     regrade.regrade_one(kata, _record(kata, _hostile(kata, home)), "mallory")
@@ -132,9 +125,9 @@ def test_without_a_sandbox_the_regrade_still_hides_the_environment_and_says_so(c
         f"{graded if isinstance(graded, str) else graded.problem or [t.message for t in graded.failures]}")
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_the_sandbox_has_only_loopback_and_no_secret_of_etc():
     """code in the sandbox sees no /etc/shadow, no checkout, no network interface but loopback, and writes only its own in-memory home"""
-    _need_sandbox()
     import tempfile
 
     readme = ROOT / "README.md"  # the checkout: only its venv may be visible
@@ -156,9 +149,9 @@ def test_the_sandbox_has_only_loopback_and_no_secret_of_etc():
         assert list((Path(tmp) / "private").iterdir()) == [], "the sandbox's home left files on the disk"
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_room_regrade_of_a_hostile_export_leaves_the_checkout_as_it_was(checkout, tmp_path):
     """`loopkata room --regrade` of a hostile export: the checkout's hidden tests are unchanged and the next starter still fails"""
-    _need_sandbox()
     root, home = checkout
     kata = catalogue.find(KATA_ID, root)
     hostile = _hostile(kata, home)
@@ -203,10 +196,10 @@ if not _os.path.isdir("d"):  # each test imports the file anew: make it once
 
 @pytest.mark.parametrize("use_sandbox", [True, False], ids=["sandbox", "no-sandbox"])
 def test_a_folder_1500_levels_deep_in_the_home_neither_sinks_the_regrade_nor_stays(checkout, monkeypatch, tmp_path,
-                                                                                   use_sandbox):
+                                                                                   use_sandbox, request):
     """a learner's code that leaves a very deep folder gets its verdict, and the re-grade's throw-away folder is removed"""
     if use_sandbox:
-        _need_sandbox()
+        request.getfixturevalue("need_sandbox")
     root, _ = checkout
     kata = catalogue.find(KATA_ID, root)
     scratch = tmp_path / "scratch"
@@ -218,9 +211,9 @@ def test_a_folder_1500_levels_deep_in_the_home_neither_sinks_the_regrade_nor_sta
     assert list(scratch.iterdir()) == [], f"the re-grade left {[p.name for p in scratch.iterdir()]} behind"
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_one_learner_whose_check_never_ends_holds_the_room_only_for_their_own_time(checkout, monkeypatch):
     """a learner's code that stops its grader's deadline spends that learner's time, and the next learner is graded as usual"""
-    _need_sandbox()
     root, _ = checkout
     monkeypatch.setenv("LOOPKATA_ROOT", str(root))
     kata = catalogue.find(KATA_ID, root)
@@ -263,9 +256,9 @@ def test_a_regrade_that_breaks_on_one_learners_files_keeps_every_other_result(ch
     assert ada.how == regrade.GRADED and ada.passed, f"expected ada's fix to pass after mallory's; {ada.detail}"
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_a_regrade_of_kata_14_in_the_sandbox_says_the_sandbox_allows_no_pid_namespace(checkout):
     """in the sandbox no namespace can be made, so kata 14's PID 1 test cannot run: the re-grade says why, truthfully"""
-    _need_sandbox()
     root, _ = checkout
     kata = catalogue.find("pid1-sigterm", root)
     files = {f"katas/{kata.path}/{f.relative_to(kata.solution_path).as_posix()}": f.read_bytes()

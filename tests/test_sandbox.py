@@ -25,13 +25,6 @@ from loopkata.room import sandbox
 from loopkata.services import containers
 
 
-def _need_sandbox() -> None:
-    """Skip where this machine has no sandbox, unless LOOPKATA_REQUIRE_SANDBOX is set (CI): then fail."""
-    why = sandbox.why_no_sandbox()
-    if why and os.environ.get("LOOPKATA_REQUIRE_SANDBOX", "") not in ("", "0"):
-        pytest.fail(f"LOOPKATA_REQUIRE_SANDBOX is set, but {why}", pytrace=False)
-    if why:
-        pytest.skip(f"no sandbox on this machine: {why}")
 
 
 # As a user: the same probes, the sandbox started by the host's nobody instead of root, with the
@@ -55,9 +48,8 @@ SYSTEM_PYTHON = Path("/usr/bin/python3")
 
 
 @pytest.fixture(params=["started-by-this-process", "started-by-a-user"])
-def run(request, tmp_path_factory):
+def run(request, need_sandbox):
     """Runs a probe in the sandbox, started by this process, or (as root) by the host's nobody."""
-    _need_sandbox()
     if request.param == "started-by-this-process":
         return _run
     if os.geteuid() != 0 or not SYSTEM_PYTHON.exists():
@@ -188,9 +180,9 @@ def test_the_number_of_processes_and_threads_is_capped(run):
         f"expected the sandbox to refuse threads past {sandbox.TASKS}; the code started {_said(ran)}")
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_files_in_memory_count_in_the_memory_cap_as_root():
     """as root the sandbox's cgroup counts what its in-memory folders hold with what its processes hold"""
-    _need_sandbox()
     if os.geteuid() != 0 or containers._cgroup_refused("memory"):
         pytest.skip("the memory cap of the whole sandbox needs a cgroup, which root may make here")
     cap = 256 << 20
