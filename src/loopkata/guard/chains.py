@@ -9,7 +9,6 @@ globals are a start of the walk already).
 """
 from __future__ import annotations
 
-import collections
 import gc
 import itertools
 import sys
@@ -36,7 +35,7 @@ def holding(target) -> tuple[list[str], list[str]]:
 class Held:
     chain: list[str]  # as `holding` says it
     made: list[str]  # where the objects on the way were made
-    holder: str  # what holds it with others of its kind: the module, global and nearest container on the way
+    holder: str  # the module and global the chain starts from: "module m, global `name`"
 
 
 def holding_each(targets: list) -> dict[int, Held]:
@@ -53,22 +52,8 @@ def holding_each(targets: list) -> dict[int, Held]:
             del wanted[key]
             made = [site for obj in path[1:] for site in _made_at(obj)[:1]]
             chain = _describe(path, next(n for n, m in group if vars(m) is path[0]))
-            container = _container(path)
-            out[key] = Held(chain, made, ", ".join(chain[:2]).split("  (")[0] + f" #{id(container):x}")
+            out[key] = Held(chain, made, ", ".join(chain[:2]).split("  (")[0])
     return out
-
-
-CONTAINERS = (dict, list, tuple, set, frozenset, collections.deque)
-
-
-def _container(path: list):
-    """The nearest collection above the target on `path` that is no object's attribute dict: the dict keyed
-    by loop, the list of loops; one thread's dict of a threading.local (each thread's own holds its last loop
-    apart from the others'); the global's value when there is none."""
-    for i in range(len(path) - 2, 0, -1):
-        if isinstance(path[i], CONTAINERS) and getattr(path[i - 1], "__dict__", None) is not path[i]:
-            return path[i]
-    return path[1] if len(path) > 2 else path[-1]
 
 
 def _made_at(obj) -> list[str]:

@@ -114,9 +114,9 @@ class Loops:
                 and getattr(loop, "_thread_id", None) is None]
 
     def kept_alive(self, test: str, allowed: int) -> list[Finding]:
-        """LG02: after `test`, a collection reached from a global (a dict keyed by loop, a list) that holds more
-        than `allowed` event loops made by tests (this one and every earlier one), none running: a leak of one
-        loop per test is found at the test that leaves the second loop alive. Said once per collection.
+        """LG02: after `test`, a global that holds more than `allowed` event loops made by tests (this one and
+        every earlier one), none running: a leak of one loop per test is found at the test that leaves the
+        second loop alive. Said once per global.
 
         Costs nothing when the loops this test made are gone by the time it ends (freed as their last
         reference went). When one is still alive, most often held only by the test's own garbage (an async
@@ -160,7 +160,7 @@ class Loops:
                                      if earlier else "")
             out.append(Finding(
                 "LG02",
-                f"{len(members)} event loops made by {made_by} are still alive after it, held in one place "
+                f"{len(members)} event loops made by {made_by} are still alive after it, held by one global "
                 f"({allowed} allowed: a cache may keep the last one); event loop #{info.number}"
                 + (f" (made in {info.test})" if info.test != test else "")
                 + (f" and {others} more are" if others > 0 else " is") + f" held by {', '.join(held.chain[:2])}",
