@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import itertools
 import sys
+import threading
 import types
 import weakref
 from dataclasses import dataclass
@@ -52,8 +53,19 @@ def holding_each(targets: list) -> dict[int, Held]:
             del wanted[key]
             made = [site for obj in path[1:] for site in _made_at(obj)[:1]]
             chain = _describe(path, next(n for n, m in group if vars(m) is path[0]))
-            out[key] = Held(chain, made, ", ".join(chain[:2]).split("  (")[0])
+            out[key] = Held(chain, made, ", ".join(chain[:2]).split("  (")[0] + _per_thread(path))
     return out
+
+
+def _per_thread(path: list) -> str:
+    """'' for a target a global holds for every thread; for one held through a threading.local, which
+    thread's storage holds it: each thread's own keeping its last loop is one cache per thread, not a leak."""
+    for i, obj in enumerate(path):
+        if isinstance(obj, threading.local):
+            for inner, after in zip(path[i + 1:], path[i + 2:]):
+                if not isinstance(after, (dict, list, tuple, set)):
+                    return f", one thread's storage #{id(inner):x}"
+    return ""
 
 
 def _made_at(obj) -> list[str]:
