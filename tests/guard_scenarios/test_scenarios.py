@@ -418,6 +418,93 @@ def test_clean_task_on_the_queue_the_worker_consumes(celery_app):
     assert celery_app.send_task("ping").get(timeout=10) == 1
 
 
+# --- LG10: asyncio patched so that loops nest (kata 12) -----------------------------------------
+# nest_asyncio2.apply() patches asyncio for the rest of the process: the scenario with the bug runs in a
+# child process (guarded too), so that the scenarios after it run on asyncio as it is.
+
+NESTED = """
+import asyncio
+import nest_asyncio2
+
+def report_job():
+    return asyncio.run(asyncio.sleep(0, result="report"))
+
+async def endpoint():
+    return report_job()
+
+nest_asyncio2.apply()
+assert asyncio.run(endpoint()) == "report"
+"""
+
+
+def test_LG10_nest_asyncio_lets_asyncio_run_nest():
+    subprocess.run([sys.executable, "-c", NESTED], check=True, timeout=60)
+
+
+def test_clean_job_as_a_task_of_the_running_loop():
+    async def report_job():
+        return await asyncio.sleep(0, result="report")
+
+    async def endpoint():
+        return await asyncio.create_task(report_job())
+
+    assert asyncio.run(endpoint()) == "report"
+
+
+# --- LG11: a pool sized above the CPUs allowed (kata 15) ---------------------------------------
+
+def cpus_allowed() -> int:
+    """The CPUs this process may use: the affinity's count, lowered to the cgroup's quota."""
+    n = len(os.sched_getaffinity(0))
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()
+        if quota != "max":
+            n = min(n, -(-int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
+def test_LG11_process_pool_of_two_workers_per_cpu():
+    from concurrent.futures import ProcessPoolExecutor
+    pool = ProcessPoolExecutor(max_workers=cpus_allowed() * 2)
+    pool.shutdown()
+
+
+def test_clean_process_pool_sized_from_the_cpus_allowed():
+    from concurrent.futures import ProcessPoolExecutor
+    pool = ProcessPoolExecutor(max_workers=cpus_allowed())
+    pool.shutdown()
+
+
+# --- LG12: an unbounded asyncio.Queue that grows (kata 16) -------------------------------------
+
+async def ingest(queue: asyncio.Queue, records: int):
+    async def consume():
+        while True:
+            await queue.get()
+            await asyncio.sleep(0.01)  # downstream is slower than the feed
+
+    consumer = asyncio.create_task(consume())
+    for i in range(records):
+        await queue.put(i)
+        if i % 1000 == 0:
+            await asyncio.sleep(0)  # the feed's next read
+    consumer.cancel()
+    try:
+        await consumer
+    except asyncio.CancelledError:
+        pass
+
+
+def test_LG12_unbounded_queue_fed_faster_than_drained():
+    asyncio.run(ingest(asyncio.Queue(), 120_000))
+
+
+def test_clean_bounded_queue_makes_the_feed_wait():
+    asyncio.run(ingest(asyncio.Queue(maxsize=1000), 1500))
+
+
 # --- a child process is guarded too -----------------------------------------------------------
 
 def test_LG04_in_a_child_process():

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from .. import scan
-from ..guard.findings import KINDS
+from ..guard.findings import KINDS, UNSEEN
 from ..model import catalogue
 from ..room import effort
 
@@ -80,6 +80,9 @@ def guard_kinds() -> str:
         taught = ", ".join(f"[{n:02d} · {katas[n].title}](notebooks/{katas[n].notebook})" if n in katas else f"{n:02d}"
                            for n in kind.katas)
         rows.append(f"| `{kind.code}` | `{kind.name}` | {kind.finds} | {taught} |")
+    for n, why in sorted(UNSEEN.items()):
+        taught = f"[{n:02d} · {katas[n].title}](notebooks/{katas[n].notebook})" if n in katas else f"{n:02d}"
+        rows.append(f"| none | | a test run cannot see it: {why} | {taught} |")
     return "\n".join(rows)
 
 

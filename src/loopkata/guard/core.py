@@ -17,8 +17,11 @@ from .celery_queues import CeleryQueues
 from .config import Settings
 from .findings import Collector, Finding
 from .generators import GeneratorSteps
+from .growth import QueueGrowth
 from .loops import Loops
+from .nested import NestedLoops
 from .patches import Patches
+from .pools import Pools
 from .swallowed import Swallowed
 from .tasks import Tasks
 from .thread_locks import ThreadLocks
@@ -38,6 +41,9 @@ class Guard:
         self.unclosed = Unclosed(self.collector, self.patches)
         self.generators = GeneratorSteps(self.collector, self.patches)
         self.thread_locks = ThreadLocks(self.collector, self.patches)
+        self.nested = NestedLoops(self.collector)
+        self.pools = Pools(self.collector, self.patches)
+        self.growth = QueueGrowth(self.collector, self.patches)
         self.celery = CeleryQueues(self.collector, share if is_child else None)
         self.installed = False
 
@@ -64,6 +70,13 @@ class Guard:
             self.generators.install()
         if self.wants("LG09"):
             self.celery.install()
+        if self.wants("LG11"):
+            self.pools.install()
+        if self.wants("LG12"):
+            self.growth.install()
+        if self.wants("LG10"):  # last: what the guard replaced is no nesting
+            self.nested.install()
+            self.loops.on_new.append(self.nested.on_new_loop)
         self.installed = True
 
     def uninstall(self) -> None:
@@ -86,6 +99,8 @@ class Guard:
         if self.wants("LG02"):
             for f in self.loops.kept_alive(test, self.settings.loops_kept):
                 self.collector.add(f)
+        if self.wants("LG10"):
+            self.nested.end_of_test()
         if self.wants("LG09"):
             for f in self.celery.judge(test, children["workers"], children["sent"]):
                 self.collector.add(f)

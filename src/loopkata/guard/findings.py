@@ -42,8 +42,27 @@ KINDS = {k.code: k for k in (
          "an async generator stepped again after a timeout cancelled one of its steps, which closed it"),
     Kind("LG09", "queue-without-consumer", (7,),
          "a Celery task sent to a queue that none of the workers seen during the test consumes"),
+    Kind("LG10", "loop-nested", (12,),
+         "asyncio.run, or an event loop's run_until_complete or run_forever, replaced (nest_asyncio's apply) "
+         "so that a loop runs again inside itself while its thread is running it"),
+    Kind("LG11", "pool-above-cpus", (15,),
+         "a process pool (ProcessPoolExecutor, multiprocessing.Pool) with more workers than the CPUs the cgroup's "
+         "quota and the affinity allow, or a thread pool sized by default from more CPUs than those"),
+    Kind("LG12", "queue-grows-unbounded", (16,),
+         "an asyncio.Queue made without a maxsize that held more than 100,000 items at once during one test"),
 )}
 NAMES = {k.name: k.code for k in KINDS.values()}
+
+# The katas no kind teaches, and why a test run cannot see their bug (the README's table says so).
+UNSEEN = {
+    11: "the bug needs the container frozen between two invocations for longer than the service's keep-alive "
+        "timeout: a test run is never frozen, so the pooled connection is still open at the next write",
+    13: "the bug is in how a process supervisor and its health probes judge worker processes (a frozen worker's "
+        "ping answered by a thread, the probe answered by the other worker): no supervisor, no probe and no "
+        "second worker are in a test run; LG04 sees the frozen loop itself",
+    14: "the bug is in how the container starts the service (a shell as PID 1 that drops SIGTERM) and how "
+        "`docker stop` ends it: a test run is never PID 1 of a container and receives no SIGTERM",
+}
 
 
 @functools.cache
