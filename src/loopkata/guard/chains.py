@@ -46,10 +46,11 @@ def holding_each(targets: list) -> dict[int, Held]:
     teams = [(n, m) for n, m in modules if sites.is_teams(getattr(m, "__file__", None) or "")]
     wanted = {id(t): t for t in targets}
     out: dict[int, Held] = {}
+    came_from: dict[int, object] = {}  # shared: the second walk passes over what the first went through
     for group in (teams, modules):
         if not wanted:
             break
-        for key, path in _search(wanted, group).items():
+        for key, path in _search(wanted, group, came_from).items():
             del wanted[key]
             made = [site for obj in path[1:] for site in _made_at(obj)[:1]]
             chain = _describe(path, next(n for n, m in group if vars(m) is path[0]))
@@ -74,10 +75,12 @@ def _made_at(obj) -> list[str]:
     return list(site) if isinstance(site, list) else []
 
 
-def _search(targets: dict[int, object], modules) -> dict[int, list]:
+def _search(targets: dict[int, object], modules, came_from: dict[int, object] | None = None) -> dict[int, list]:
     """The nearest path from a module's globals to each of `targets` (by id), those found within MAX_DEPTH;
-    a target is an end, never a step of another's path."""
-    came_from: dict[int, object] = {}
+    a target is an end, never a step of another's path. An object already in `came_from` (reached by an
+    earlier walk, whose targets it did not lead to) is not walked again."""
+    came_from = {} if came_from is None else came_from
+    get_referents, is_tracked = gc.get_referents, gc.is_tracked
     frontier = []
     found: dict[int, list] = {}
     for _, m in modules:
@@ -87,21 +90,25 @@ def _search(targets: dict[int, object], modules) -> dict[int, list]:
             frontier.append(d)
     for _ in range(MAX_DEPTH):
         reached = []
+        add = reached.append
         for obj in frontier:
-            for ref in gc.get_referents(obj):
-                if id(ref) in targets:
-                    if id(ref) not in found and targets[id(ref)] is ref:
+            for ref in get_referents(obj):
+                key = id(ref)
+                if key in came_from or not is_tracked(ref):
+                    continue
+                if key in targets:
+                    if key not in found and targets[key] is ref:
                         path = [ref, obj]
                         while came_from[id(path[-1])] is not None:
                             path.append(came_from[id(path[-1])])
-                        found[id(ref)] = path[::-1]
+                        found[key] = path[::-1]
                         if len(found) == len(targets):
                             return found
                     continue
-                if id(ref) in came_from or not gc.is_tracked(ref) or isinstance(ref, NOT_WALKED):
+                if isinstance(ref, NOT_WALKED):
                     continue
-                came_from[id(ref)] = obj
-                reached.append(ref)
+                came_from[key] = obj
+                add(ref)
         if not reached:
             break
         frontier = reached
