@@ -17,7 +17,7 @@ STAMP := $(VENV)/.installed
 WHEELHOUSE ?= wheelhouse
 OFFLINE := $(if $(wildcard $(WHEELHOUSE)/*.whl),--no-index --find-links $(WHEELHOUSE))
 
-.PHONY: lab test browser screenshot notebooks bench clean-venv wheelhouse
+.PHONY: lab test browser screenshot notebooks bench mutation clean-venv wheelhouse
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@$(PY) -c 'pass' >/dev/null 2>&1 || { \
@@ -62,6 +62,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/check_latency.py
 	$(BIN)/python benchmarks/scan_speed.py
 	$(BIN)/python benchmarks/guard_overhead.py
+
+# The mutation score of every reference fix (an authoring step, like bench; never part of test or CI):
+# make mutation KATA=15 WORKERS=2 runs one kata; without KATA, all 16.
+mutation: $(STAMP)
+	$(BIN)/python benchmarks/mutation_score.py $(if $(KATA),--kata $(KATA)) -n $(if $(filter-out 0,$(WORKERS)),$(WORKERS),1)
+	$(BIN)/python -m loopkata.authoring.tables --write
 
 # Every pinned wheel (and what installing the project needs) for this machine's Python and
 # platform, into $(WHEELHOUSE)/: build it once per Python version the room uses.

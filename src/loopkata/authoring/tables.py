@@ -17,6 +17,7 @@ from ..model import catalogue
 from ..room import effort
 
 LATENCY_RECORD = "benchmarks/check_latency.json"  # written by benchmarks/check_latency.py (make bench)
+MUTATION_RECORD = "benchmarks/mutation_score.json"  # written by benchmarks/mutation_score.py (make mutation)
 
 
 def latency_table() -> str:
@@ -45,6 +46,28 @@ def latency_table() -> str:
                     f"{slowest(got.get('decoys', {}))} | {slowest(got.get('variants', {}))} | "
                     f"{when.get('date', '?')}, median of {when.get('runs', '?')}, {when.get('cores', '?')} cores, "
                     f"Python {when.get('python', '?')} |")
+    return "\n".join(rows)
+
+
+def mutation_table() -> str:
+    """The README's mutation score per kata, from the figures benchmarks/mutation_score.py recorded."""
+    path = catalogue.project_root() / MUTATION_RECORD
+    try:
+        measured = json.loads(path.read_text(encoding="utf-8")).get("katas", {})
+    except (OSError, ValueError):
+        measured = {}
+    rows = ["| kata | mutants | killed | survived | timed out | equivalent | score | cost | measured |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for k in catalogue.load():
+        got = measured.get(k.id)
+        if not got:
+            rows.append(f"| {k.number:02d} `{k.id}` | not run yet (`make mutation`) | | | | | | | |")
+            continue
+        when = got.get("measured", {})
+        rows.append(f"| {k.number:02d} `{k.id}` | {got['mutants']} | {got['killed']} | {got['survived']} | "
+                    f"{got['timed_out']} | {got['equivalent']} | {got['score']:.0%} | "
+                    f"{got['seconds']:.0f} s on {got.get('workers', '?')} workers | "
+                    f"{when.get('date', '?')}, {when.get('cores', '?')} cores, {when.get('tool', '?')} |")
     return "\n".join(rows)
 
 
@@ -107,6 +130,7 @@ BLOCKS = (
     ("docs/workshop.md", "wrong-fixes", catalogue.wrong_fixes_table),
     ("docs/workshop.md", "solve-times", effort.guide_table),
     ("README.md", "check-latency", latency_table),
+    ("README.md", "mutation-score", mutation_table),
 )
 
 
