@@ -18,7 +18,7 @@ import aiohttp
 
 log = logging.getLogger(__name__)
 
-TIMEOUT = aiohttp.ClientTimeout(total=10)
+TIMEOUT = aiohttp.ClientTimeout(total=10)  # pragma: no mutate (a demo constant: no lesson is about the client's timeout)
 
 # The session and the loop it belongs to. The loop is held weakly (the cache
 # must not keep a dead loop alive) and compared with `is`: id() is unique only

@@ -20,8 +20,8 @@ import asyncio
 import hashlib
 import weakref
 
-DIMENSIONS = 8
-MAX_CACHED = 1024  # a Lambda has little memory: keep the newest vectors only
+DIMENSIONS = 8  # pragma: no mutate (the stand-in embedding's size: a demo constant, no lesson is about it)
+MAX_CACHED = 1024  # a Lambda has little memory: keep the newest vectors only  # pragma: no mutate (a demo constant)
 
 
 class LoopLocalLock:
@@ -52,9 +52,9 @@ class LoopLocalLock:
 
 async def embed_remote(text: str) -> tuple[float, ...]:
     """Ask the embedding model for one vector (here: a short await, then a hash)."""
-    await asyncio.sleep(0.001)
+    await asyncio.sleep(0.001)  # pragma: no mutate (a sleep that plays the model's network call)
     digest = hashlib.sha256(text.encode()).digest()
-    return tuple(b / 255 for b in digest[:DIMENSIONS])
+    return tuple(b / 255 for b in digest[:DIMENSIONS])  # pragma: no mutate (the stand-in embedding's arithmetic)
 
 
 _vectors: dict[str, tuple[float, ...]] = {}

@@ -18,8 +18,8 @@ from aiohttp import web
 
 STATE = Path(os.environ.get("EXPORT_STATE", "/var/lib/export"))
 PORT = int(os.environ.get("PORT", "8080"))
-RENDER_SECONDS = 0.5  # an export takes this long to render
-FLUSH_EVERY = 100  # rows
+RENDER_SECONDS = 0.5  # an export takes this long to render  # pragma: no mutate (a sleep that plays the warehouse call)
+FLUSH_EVERY = 100  # rows  # pragma: no mutate (a demo constant: the batch size is no lesson, the flush at SIGTERM is)
 
 SPOOLER = """
 import sys, time
