@@ -476,3 +476,77 @@ def test_under_a_real_cpu_quota_the_report_names_throttling(kata):
         f"expected the report's cause not to name throttling: {roomy_how}, the cgroup's own cpu.stat counted "
         f"{grew(roomy_run, 'nr_periods')} periods and no throttled one while watch() ran (the lag came from the busy "
         f"thread holding the GIL), but the cause was {cause!r} (the report: {roomy_run.get('report')})")
+
+
+# Quotas and periods as the kernel takes them, against an oracle of the tests' own. Every other test here writes a
+# period of 100000 µs; the kernel takes any period from 1 ms to 1 s (cgroup v2's `cpu.max` "QUOTA PERIOD", v1's
+# cpu.cfs_quota_us and cpu.cfs_period_us), "no limit" is "max" on v2 and -1 on v1, and a quota may be far larger
+# than any machine. Each example is one fresh process reading up to eight trees (six random examples and the
+# registered one: about as long as two other tests). The seed is in every failure message:
+# LOOPKATA_HYPOTHESIS_SEED=<seed> replays the same examples.
+try:
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    from hypothesis import seed as hypothesis_seed
+except ImportError:  # Hypothesis is a dev dependency (requirements-dev.txt); without it this one test is skipped
+    st = None
+
+SEED = int(os.environ.get("LOOPKATA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "big"))
+MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000  # what the kernel accepts as a CFS period
+
+
+def oracle(affinity: int, quota, period_us: int) -> int:
+    """The CPUs the kernel's rule gives: quota / period rounded up, no more than the affinity, at least 1."""
+    if quota in ("max", -1):
+        return affinity
+    return max(1, min(affinity, -(-quota // period_us)))
+
+
+if st is not None:
+    def _limits():
+        """(version, quota, period): quotas around the affinity's few CPUs, where rounding shows, and huge ones."""
+        return st.tuples(
+            st.sampled_from(("v1", "v2")),
+            st.integers(MIN_PERIOD_US, MAX_PERIOD_US),
+        ).flatmap(lambda vp: st.tuples(
+            st.just(vp[0]),
+            st.one_of(st.integers(1_000, 3 * vp[1]), st.integers(10 ** 12, 2 ** 63 - 1),
+                      st.just("max" if vp[0] == "v2" else -1)),
+            st.just(vp[1]),
+        ))
+
+    @hypothesis_seed(SEED)
+    @settings(max_examples=6, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(_limits(), min_size=1, max_size=8))
+    @example([  # the cases that matter, in one process
+        ("v2", 150_000, 1_000_000), ("v1", 150_000, 1_000_000),  # 0.15 CPU is 1, though 1.5 with a period of 100000
+        ("v2", 100_001, 100_000),  # a microsecond over one CPU is two
+        ("v1", 2_000, 1_000),  # the kernel's shortest period
+        ("v2", "max", 250_000), ("v1", -1, 50_000),  # no limit, on another period than the default
+        ("v2", 2 ** 63 - 1, 1_000_000),  # a quota far beyond any machine
+        ("v1", 50_000, 100_000), ("v2", 250_000, 100_000),  # 0.5 is 1, 2.5 is 3: rounded up, never down
+    ])
+    def _quota_property(kata, tmp_path_factory, limits):
+        folder = tmp_path_factory.mktemp("quota")
+        for n, (version, quota, period_us) in enumerate(limits):
+            if version == "v1":
+                v1_tree(folder / str(n), quota, period_us)
+            else:
+                v2_tree(folder / str(n), f"{quota} {period_us}")
+        results = cases(kata, *({"root": str(folder / str(n))} for n in range(len(limits))))
+        for (version, quota, period_us), result in zip(limits, results):
+            files = (f"cpu.max '{quota} {period_us}'" if version == "v2"
+                     else f"cpu.cfs_quota_us {quota}, cpu.cfs_period_us {period_us}")
+            want = oracle(result["affinity"], quota, period_us)
+            assert "error" not in result and result.get("cpus") == want, (
+                f"expected effective_cpus() to return {want} on cgroup {version} with {files} "
+                f"({affinity_words(result)}), but {said(result)}{what_it_read(result)} "
+                f"[Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]")
+
+
+def test_any_period_and_quota_the_kernel_takes(kata, tmp_path_factory):
+    """any period from 1 ms to 1 s and any quota, on cgroup v1 and v2, give the quota's CPUs rounded up"""
+    if st is None:
+        import pytest
+        pytest.skip("Hypothesis is not installed (pip install -r requirements-dev.txt)")
+    _quota_property(kata, tmp_path_factory)
