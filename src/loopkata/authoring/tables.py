@@ -66,7 +66,7 @@ def mutation_table() -> str:
         when = got.get("measured", {})
         rows.append(f"| {k.number:02d} `{k.id}` | {got['mutants']} | {got['killed']} | {got['survived']} | "
                     f"{got['timed_out']} | {got['equivalent']} | {got['score']:.0%} | "
-                    f"{got['seconds']:.0f} s on {got.get('workers', '?')} workers | "
+                    f"{got['seconds']:.0f} s on {got.get('workers', '?')} worker{'' if got.get('workers') == 1 else 's'} | "
                     f"{when.get('date', '?')}, {when.get('cores', '?')} cores, {when.get('tool', '?')} |")
     return "\n".join(rows)
 
