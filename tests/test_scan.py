@@ -718,7 +718,9 @@ DECOYS_FLAGGED = {
     "half-dead-pod": {"sys_exit_from_the_watchdog_thread", "watchdog_as_asyncio_task"},
     "pid1-sigterm": {"handler_without_exec", "trap_forwards_and_leaves", "trap_waits_once"},
     "cpu-quota": {"executor_left_to_python", "process_cpu_count_only"},
-    "memory-guard": {"catch_memory_error", "host_memory_from_proc_meminfo"},
+    # the two that change their own cgroup also leave the queue unbounded, which is what LK16 reads
+    "memory-guard": {"catch_memory_error", "host_memory_from_proc_meminfo", "moves_itself_out_of_its_cgroup",
+                     "raises_its_own_memory_limit"},
 }
 
 
