@@ -17,7 +17,11 @@ the drill's routes in front of it:
 Every worker writes what it does to the record file $HALF_DEAD_RECORD, one
 JSON line each ("started", then "began" and "ended" around every drill, with
 its pid and the system's monotonic clock): the tests decide from that record
-and from /proc, never from how long something took.
+and from /proc, never from how long something took. Its event loop also
+stamps the monotonic clock into `beat-<pid>` beside the record every
+BEAT_EVERY seconds, so that once a worker has exited the tests know how long
+before its loop last turned: a worker killed while its loop turned is a
+wrong watchdog's doing, one whose loop a busy machine held past its limit is not.
 
 On the test's side: `Pod` starts that server in a process group of its own
 and always kills the group; `Pinned` is one keep-alive connection, and
@@ -53,6 +57,7 @@ from loopkata.services.processes import die_with_parent
 
 PACKAGE = "half_dead_service"  # the name the package under test gets in each worker
 STARTED_WITHIN = 20.0  # seconds for both workers to serve (a deadline against a hang only)
+BEAT_EVERY = 0.05  # seconds between two stamps of a worker's loop in its beat file
 
 
 # --- the server's side: runs in each uvicorn worker ---------------------------------------------
@@ -91,13 +96,32 @@ def _hold_the_loop(seconds: float, release: str) -> None:
         time.sleep(min(left, 0.01) if flag else left)  # blocking, on the loop: the point
 
 
+def _beat_file(record: Path, pid: int) -> Path:
+    return Path(record).with_name(f"beat-{pid}")
+
+
+def _start_beating() -> None:
+    """Stamp the monotonic clock into this worker's beat file from its event loop, every BEAT_EVERY s."""
+    loop = asyncio.get_running_loop()
+    fd = os.open(_beat_file(os.environ["HALF_DEAD_RECORD"], os.getpid()), os.O_WRONLY | os.O_CREAT, 0o600)
+
+    def beat() -> None:
+        os.pwrite(fd, f"{time.monotonic():24.6f}".encode(), 0)  # same width each time: one whole number
+        loop.call_later(BEAT_EVERY, beat)
+
+    beat()
+
+
 def drilled_app():
     """The factory uvicorn calls in each worker: the app under test, with the drill's routes in front."""
     die_with_parent(signal.SIGKILL)()  # a worker whose supervisor was killed goes with it
     inner = _load_service().create_app()
     _write_record(event="started")
+    beating = []
 
     async def app(scope, receive, send):
+        if not beating:  # the first call (lifespan's) comes on the worker's running loop
+            beating.append(_start_beating())
         drill = scope["path"].removeprefix("/_drill/") if scope["type"] == "http" else ""
         if drill not in ("freeze", "wait"):
             await inner(scope, receive, send)
@@ -281,6 +305,14 @@ class Pod:
 
     def drills(self, drill: str, event: str = "began") -> list[dict]:
         return [r for r in self.record() if r.get("drill") == drill and r["event"] == event]
+
+    def beat_age(self, pid: int) -> float | None:
+        """Seconds since worker `pid`'s event loop last stamped its beat file (None if it never did, or it cannot
+        be read). Once the worker is gone, at least the time its loop was still before it died."""
+        try:
+            return time.monotonic() - float(_beat_file(self.record_file, pid).read_text())
+        except (OSError, ValueError):
+            return None
 
     def log(self) -> str:
         return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""

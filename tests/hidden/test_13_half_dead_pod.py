@@ -26,7 +26,11 @@ drill's business); when one worker is frozen before the drill begins, none of
 its connections can reach it, so it must say "void". The watchdog is judged
 on which processes are alive: the frozen worker's pid must disappear and a new
 worker must serve; the other worker must keep its pid. Times only bound a
-hang: "frozen past the limit" is the watchdog's own clock, in the worker.
+hang: "frozen past the limit" is the watchdog's own clock, in the worker. A
+busy machine can hold a worker's loop past its limit too, and then a right
+watchdog ends it: a worker that exits is judged by how long its own loop had
+been still (its beat file), and a run in which that was the limit or longer
+says nothing and runs again.
 """
 import http.client
 import importlib
@@ -228,18 +232,89 @@ def test_a_frozen_worker_is_replaced(kata, pods, ahead):
     ahead.outcome(a_frozen_worker_is_replaced, pods, impl_of(kata))
 
 
+class HeldByTheMachine(Exception):
+    """A worker exited, but its own loop had last turned longer ago than its limit: a busy machine, not the test,
+    may have held it, and a right watchdog ends a worker whose loop was held that long. The scenario runs again."""
+
+
+TRIES = 3  # runs of a watchdog scenario before a busy machine's holds are reported as "could not judge"
+
+
+def judged(scenario, pods, impl):
+    """scenario(pods, impl), run again on a fresh pod while a worker's exit cannot be told from a busy machine's doing."""
+    held = []
+    for _ in range(TRIES):
+        try:
+            return scenario(pods, impl)
+        except HeldByTheMachine as exc:
+            held.append(str(exc))
+    raise ServiceUnavailable(f"This machine is too busy to judge the watchdog: in {TRIES} runs, {held[-1]}. "
+                             f"Run the check again on a quieter machine.")
+
+
+def exit_judged(pod, pid: int, name: str, limit: float, ages: dict) -> None:
+    """Note how long worker `pid`'s loop had been still once it is first seen gone (in `ages`); raise HeldByTheMachine
+    if that was `limit` or longer, since a right watchdog may then have ended it."""
+    if pid not in ages and not alive(pid):
+        ages[pid] = pod.beat_age(pid)
+    if pid in ages and (ages[pid] is None or ages[pid] >= limit):
+        age = "an unknown time" if ages[pid] is None else f"{ages[pid]:.2f} s"
+        raise HeldByTheMachine(f"{name} exited when its loop had last turned {age} before, limit {limit:g} s")
+
+
+def answered(pod, pinned, pid: int, name: str, limit: float, ages: dict) -> bool:
+    """Whether worker `pid` answers /health on `pinned`; if it does not because it has just exited, that exit is
+    judged as exit_judged() does."""
+    if answers(pinned):
+        return True
+    wait_until(lambda: not alive(pid), 1.0)  # its sockets close a moment before it is gone
+    exit_judged(pod, pid, name, limit, ages)
+    return False
+
+
+def still(pid: int, ages: dict) -> str:
+    """How long worker `pid`'s loop had been still when it was seen gone, in words for a failure."""
+    age = ages.get(pid)
+    return "" if age is None else f"; its loop had turned {age:.2f} s before it was seen gone, under the limit"
+
+
+def healthy_kept_running(pod, healthy: int, ages: dict, how: str) -> None:
+    """Fail if worker B, never frozen by the test, was seen gone while its loop still turned."""
+    if healthy in ages:
+        exit_judged(pod, healthy, "worker B", FREEZE_LIMIT, ages)
+    assert healthy not in ages, (
+        f"expected worker B, whose loop was never frozen, to keep running while worker A was "
+        f"replaced, but it exited{still(healthy, ages)}: the watchdog must end only its own worker, and only "
+        f"when its loop is frozen ({how})"
+    )
+
+
 def a_frozen_worker_is_replaced(pods, impl):
     """What test_a_frozen_worker_is_replaced checks, on a pod of its own; raises what it finds wrong."""
+    return judged(a_frozen_worker_is_replaced_once, pods, impl)
+
+
+def a_frozen_worker_is_replaced_once(pods, impl):
     with pods.lease(impl, FREEZE_LIMIT) as (pod, pinned):
         frozen, healthy = sorted(pinned)
+        ages: dict = {}
+
+        def healthy_seen() -> bool:
+            """Whether worker B runs; once it is first seen gone, how long its loop had been still is noted."""
+            if healthy not in ages and not alive(healthy):
+                ages[healthy] = pod.beat_age(healthy)
+            return healthy not in ages
+
         pinned[frozen][0].send("/_drill/freeze?seconds=60")
         assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
             f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
         )
         how = (f"worker A's event loop frozen by GET /_drill/freeze?seconds=60, WORKER_FREEZE_LIMIT="
                f"{FREEZE_LIMIT:g}, {HOW}")
-        gone = wait_until(lambda: not alive(frozen) or pod.died(), GONE_WITHIN, every=0.02)
+        wait_until(lambda: not healthy_seen() or not alive(frozen) or pod.died(), GONE_WITHIN, every=0.02)
+        gone = not alive(frozen)
         assert not pod.died(), f"expected the pod to keep serving, but {pod.died()} ({how})"
+        healthy_kept_running(pod, healthy, ages, how)
         assert gone, (
             f"expected worker A to exit once its loop had been frozen longer than {FREEZE_LIMIT:g} s, so that "
             f"uvicorn's supervisor replaces it, but it was still running {GONE_WITHIN:g} s later: the supervisor "
@@ -247,29 +322,28 @@ def a_frozen_worker_is_replaced(pods, impl):
             f"itself can notice, and it must end its own process: whatever waits for the frozen loop (a task on it, "
             f"a graceful shutdown, loop.stop()) never happens ({how})"
         )
-        healthy_alive = alive(healthy)
 
         def new_worker_served():
+            if not healthy_seen():
+                return None
             try:
                 fresh = pod.pin()
             except (OSError, http.client.HTTPException):
                 return None  # a connection the dying worker had taken: try again
             return fresh.owner if fresh.owner not in (None, healthy, frozen) else None
 
-        new = wait_until(lambda: pod.died() or new_worker_served(), SERVED_WITHIN, every=0.02)
+        new = wait_until(lambda: pod.died() or new_worker_served() or healthy in ages, SERVED_WITHIN, every=0.02)
         assert not pod.died(), f"expected the pod to keep serving, but {pod.died()} ({how})"
-        assert healthy_alive and alive(healthy), (
-            f"expected worker B, whose loop was never frozen, to keep running while worker A was "
-            f"replaced, but it exited: the watchdog must end only its own worker, and only when its loop is frozen "
-            f"({how})"
-        )
+        healthy_seen()
+        healthy_kept_running(pod, healthy, ages, how)
         assert new, (
             f"expected a new worker to serve connections made after worker A exited, but in "
             f"{SERVED_WITHIN:g} s every new connection was served by worker B alone; the pod now has "
             f"{len(pod.workers())} worker(s) ({how})"
         )
-        assert answers(pinned[healthy][0]), (
-            f"expected worker B to go on answering /health on its keep-alive connection, it did not ({how})"
+        assert answered(pod, pinned[healthy][0], healthy, "worker B", FREEZE_LIMIT, ages), (
+            f"expected worker B to go on answering /health on its keep-alive connection, it did not"
+            f"{still(healthy, ages)} ({how})"
         )
 
 
@@ -280,8 +354,13 @@ def test_a_busy_loop_does_not_cost_its_worker_its_life(kata, pods, ahead):
 
 def a_busy_loop_does_not_cost_its_worker_its_life(pods, impl):
     """What test_a_busy_loop_does_not_cost_its_worker_its_life checks, on a pod of its own; raises what it finds wrong."""
-    with pods.lease(impl, BUSY_LIMIT) as (_pod, pinned):
+    return judged(a_busy_loop_does_not_cost_its_worker_its_life_once, pods, impl)
+
+
+def a_busy_loop_does_not_cost_its_worker_its_life_once(pods, impl):
+    with pods.lease(impl, BUSY_LIMIT) as (pod, pinned):
         busy, other = sorted(pinned)
+        ages: dict = {}
         path = f"/_drill/freeze?seconds={BUSY:g}&times={BUSY_TIMES}&gap={BUSY_GAP:g}"
         how = (f"worker A's event loop held {BUSY_TIMES} times for {BUSY:g} s, free for {BUSY_GAP:g} s between two "
                f"holds, by GET {path}, WORKER_FREEZE_LIMIT={BUSY_LIMIT:g}, {HOW}")
@@ -291,14 +370,18 @@ def a_busy_loop_does_not_cost_its_worker_its_life(pods, impl):
             error = ""
         except (OSError, http.client.HTTPException) as exc:
             error = f"{type(exc).__name__}: {exc}"
+        if error:  # a worker that exits closes its sockets a moment before it is gone
+            wait_until(lambda: not alive(busy), 1.0)
+        exit_judged(pod, busy, "worker A", BUSY_LIMIT, ages)  # a busy machine may have held a hold past the limit
         assert not error and alive(busy), (
             f"expected worker A to survive a loop busy for {BUSY:g} s at a time, under half its limit, turning "
             f"between two holds, but "
             + (f"its connection broke ({error})" if error else "it exited")
-            + f" and it is {'alive' if alive(busy) else 'gone'}: a busy loop is not a frozen one, and a watchdog "
-            f"that kills on one late beat kills healthy workers under load ({how})"
+            + f" and it is {'alive' if alive(busy) else 'gone'}{still(busy, ages)}: a busy loop is not a frozen one, "
+            f"and a watchdog that kills on one late beat kills healthy workers under load ({how})"
         )
-        assert alive(other) and answers(pinned[other][0]) and answers(pinned[busy][-1]), (
+        assert (answered(pod, pinned[other][0], other, "worker B", BUSY_LIMIT, ages)
+                and answered(pod, pinned[busy][-1], busy, "worker A", BUSY_LIMIT, ages)), (
             f"expected both workers to answer /health on their keep-alive connections after the busy spell, one did "
-            f"not ({how})"
+            f"not{still(other, ages) or still(busy, ages)} ({how})"
         )
