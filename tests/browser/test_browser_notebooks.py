@@ -298,6 +298,15 @@ def _close_current_tab(run) -> None:
     run.menu("application:close", menu="File")
 
 
+def _back_to_tab(page, name: str) -> None:
+    """Click the tab of the notebook `name` if another is in front, as a learner goes back to the page they came from."""
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=name).first
+    if "lm-mod-current" not in (tab.get_attribute("class") or ""):
+        tab.click()
+        _expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text=name)).to_be_visible(
+            timeout=30_000)
+
+
 def _opened(page, path: str) -> str:
     """'' once the file at `path` is open in the current tab, else what the lab showed instead."""
     tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text=Path(path).name)
@@ -317,6 +326,7 @@ def link_problems(run) -> list[str]:
     """Follow each link this notebook is the first to make, as a click in the lab: each opens its file."""
     problems = []
     for index, target, path in LINKS.get(run.name, []):
+        _back_to_tab(run.page, run.name)  # the lab may put another tab in front once the last one closes
         cell = run.cell(index)
         cell.scroll_into_view_if_needed()
         # JupyterLab resolves a relative link to the file's download URL and opens the file on a click.
@@ -349,6 +359,7 @@ def progress_link_problems(run) -> list[str]:
         if colour != looks:
             problems.append(f"the start page's link to {name} is drawn in {colour}, the notebook's links in {looks}")
         run.page.evaluate("() => { window.loopkataNotReloaded = true; }")
+        _back_to_tab(run.page, run.name)  # the lab may put another tab in front once the last one closes
         link.scroll_into_view_if_needed()
         link.click()
         failed = _opened(run.page, f"notebooks/{name}")
