@@ -266,9 +266,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.rescore:
         return rescore()
-    katas = [k for k in catalogue.load() if not args.kata or any(a in (k.id, str(k.number)) for a in args.kata)]
-    if args.kata and not katas:
-        raise SystemExit(f"no kata called {', '.join(args.kata)}")
+    try:  # as the CLI looks a kata up: "bound-semaphore", "1" or "01"
+        katas = [catalogue.find(a) for a in args.kata] if args.kata else catalogue.load()
+    except catalogue.UnknownKata as exc:
+        raise SystemExit(str(exc)) from None
     if args.list:
         for k in katas:
             print(f"{k.label}: {len(mutants_of(k))} mutants")

@@ -20,6 +20,7 @@ Every failure message starts with how the test drove the code ("handler call
 the learner's own exception is shown whole, with its type, inside it.
 """
 import asyncio
+import logging
 import threading
 import weakref
 from collections import Counter
@@ -285,3 +286,54 @@ def test_two_threads_loops_run_the_workflow_at_the_same_time(kata):
         what = f"calling asyncio.run(run_workflow(...)) directly on worker thread {n} of 2 alone, before both at once"
         run_bounded(run_workflow_here, kata, Tool(), plan, what, what=what)
     at_the_same_time((worker, (1,), f"{how}, thread 1"), (worker, (2,), f"{how}, thread 2"))
+
+
+class Unreadable(Exception):
+    """What the failing step of test_a_failed_step_is_logged_and_the_others_still_run raises."""
+
+
+def test_a_failed_step_is_logged_and_the_others_still_run(kata):
+    """a step that fails is returned in its place and logged with its traceback, and every other step still runs"""
+    tool = Tool()
+    layers = [["ocr", "vision", "layout"], ["merge"]]
+    steps = tool.workflow(layers)
+    problem = Unreadable("receipt 7 is unreadable")
+
+    async def fails():
+        tool.runs["vision"] += 1
+        await asyncio.sleep(STEP_SECONDS)
+        raise problem
+
+    steps[0][1] = fails
+    what = (f"{handler_call(1, 1)}, the step 'vision' of the first of 2 layers raising "
+            f"{type(problem).__name__}('{problem}')")
+    records: list[logging.LogRecord] = []
+    kept = logging.Handler(logging.ERROR)
+    kept.emit = records.append
+    root = logging.getLogger()
+    root.addHandler(kept)
+    try:
+        out = run_bounded(kata.handler, {"tool": "vision", "layers": steps}, what=what)
+    except Hang:
+        raise
+    except Exception as exc:
+        raise AssertionError(
+            f"{what}: expected handler to return the failed step's exception in its place, as the starter does, but "
+            f"handler raised {type(exc).__name__}: {exc}: one failed step must not lose the others' results"
+        ) from exc
+    finally:
+        root.removeHandler(kept)
+    results = list(out["results"])
+    wrong = [f"{n} ran {tool.runs[n]} times" for layer in layers for n in layer if tool.runs[n] != 1]
+    assert not wrong and results[1] is problem and out.get("failed") == 1, (
+        f"{what}: expected every step to run once, the exception as the second result and failed=1, but "
+        f"{', '.join(wrong) or 'every step ran once'}; results {results}, failed={out.get('failed')!r}"
+    )
+    traced = [r for r in records if r.exc_info and r.exc_info[1] is problem]
+    named = [r for r in records if type(problem).__name__ in r.getMessage()]
+    assert traced and named, (
+        f"{what}: expected the failure logged at ERROR as the starter logs it: once with its traceback (the "
+        f"exception as the record's exc_info) and once by the handler naming its type, but the records were "
+        f"{[(r.levelname, r.getMessage(), bool(r.exc_info)) for r in records]}: a failed step's traceback is "
+        f"what its owner needs, and gather(return_exceptions=True) keeps only the exception"
+    )
