@@ -203,6 +203,11 @@ def _start_lab(root: Path, tmp: Path, extra: dict = TIMING) -> Lab:
             f"--LabApp.user_settings_dir={tmp / 'lab-user-settings'}",
             f"--LabApp.workspaces_dir={tmp / 'lab-workspaces'}",
         )
+        if shutil.which("setpriv"):
+            # SIGTERM, on which jupyter shuts its kernels down, once this worker is gone: on Ctrl-C, xdist
+            # ends its workers before a module's teardown has stopped the lab. (Not a preexec_fn: this
+            # process has threads, and a child forked from it may only exec.)
+            cmd = ["setpriv", "--pdeathsig", "TERM", "--", *cmd]
         log = tmp / f"jupyterlab-{attempt}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
