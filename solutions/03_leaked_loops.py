@@ -71,7 +71,7 @@ async def embedding(text: str) -> tuple[float, ...]:
         if vector is None:
             vector = await embed_remote(text)
             _vectors[text] = vector
-            while len(_vectors) > MAX_CACHED:
+            while len(_vectors) > MAX_CACHED:  # pragma: no mutate (the stand-in cache's eviction: no lesson is about its size)
                 del _vectors[next(iter(_vectors))]
     return vector
 

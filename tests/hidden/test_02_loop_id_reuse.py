@@ -284,6 +284,25 @@ def test_warm_invocations_classify_every_item(kata, tool_server):
     )
 
 
+def test_a_receipt_without_line_items_gets_no_categories(kata, tool_server):
+    """a receipt with no line items gets no categories, cold and between two warm invocations"""
+    calls = [[], ITEMS, [], ITEMS]
+    for i, items in enumerate(calls, 1):
+        what = handler_call(i, len(calls), f", with {len(items) or 'no'} line items")
+        if items:
+            invoke(kata, tool_server, what)
+            continue
+        try:
+            out = run_bounded(kata.handler, {"tool_url": tool_server.url, "items": []}, what=what)
+        except Hang:
+            raise
+        except Exception as exc:
+            raise AssertionError(f"{what}: expected no categories, but handler raised {type(exc).__name__}: {exc}: "
+                                 f"an invocation that needed no session has none to close") from exc
+        got = out.get("categories") if isinstance(out, dict) else out
+        assert got == [], f"{what}: expected no categories, got {got}"
+
+
 def test_new_loop_recognised_when_it_reuses_a_dead_loops_id(kata, tool_server):
     """a new loop is recognised even when it gets a dead loop's id() (or hash())"""
     # CPython may hand a freed loop's address to the next loop; force that here, as
