@@ -546,3 +546,21 @@ def test_a_warm_invocation_after_a_timed_out_one_logs_like_the_first(kata):
             f"but the log showed:{shown(logged)}"
         )
 
+
+
+def test_the_deadline_keeps_the_safety_margin(kata):
+    """the invocation stops its safety margin (0.5 s) before Lambda's own deadline, so that handler answers in time"""
+    workflow = Workflow([1], {}, slow=1, slow_seconds=0.35)
+    # 0.8 s left and the starter's 0.5 s margin: the deadline falls at 0.3 s, before the 0.35 s step ends. Both
+    # are timers on one event loop, the deadline's set first, so it fires first however busy the machine is.
+    answer, error, records = invoke(kata, workflow, remaining_ms=800)
+    try:
+        assert isinstance(error, TimeoutError), (
+            "expected handler, called with 0.8 s left, to raise TimeoutError 0.3 s in, keeping the starter's 0.5 s "
+            "safety margin, before a step that takes 0.35 s ends, but "
+            + (f"it raised {type(error).__name__}: {error}" if error is not None else f"it returned {answer!r}")
+            + ": an invocation that uses its last half second is stopped by Lambda before it can answer"
+        )
+    finally:
+        with Records():
+            workflow.stop_leftovers()
