@@ -14,7 +14,7 @@ def build_report(warehouse_url: str, customer: str) -> dict:
 
 async def fetch_orders(warehouse_url: str, customer: str) -> list[dict]:
     """Every order of `customer`, from the warehouse's API."""
-    async with httpx.AsyncClient(base_url=warehouse_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=warehouse_url, timeout=30) as client:  # pragma: no mutate (a demo constant: no lesson is about the client's timeout)
         response = await client.get(f"/orders/{customer}")
         response.raise_for_status()
         return response.json()["orders"]
@@ -22,5 +22,5 @@ async def fetch_orders(warehouse_url: str, customer: str) -> list[dict]:
 
 def store_report(warehouse_url: str, report: dict) -> None:
     """Save the report in the warehouse; its storage client is synchronous, like most SDKs."""
-    with httpx.Client(base_url=warehouse_url, timeout=30) as client:
+    with httpx.Client(base_url=warehouse_url, timeout=30) as client:  # pragma: no mutate (a demo constant: no lesson is about the client's timeout)
         client.put(f"/reports/{report['customer']}", json=report).raise_for_status()

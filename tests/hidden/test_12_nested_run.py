@@ -247,6 +247,19 @@ def test_a_report_job_finishes_with_its_report(kata):
     )
 
 
+def test_a_job_id_never_given_is_not_found(kata):
+    """GET /jobs/{id} answers 404 for a job id the API never gave"""
+    never = "00000000-0000-4000-8000-000000000000"
+    with Warehouse() as warehouse, served(part(kata, "app").create_app(warehouse.url)) as server:
+        with httpx.Client(timeout=PROBE_TIMEOUT, verify=NO_TLS) as client:
+            r = client.get(f"{server.url}/jobs/{never}")
+    assert r.status_code == 404, (
+        f"expected GET /jobs/{never}, a job id the API never gave, to answer 404, as the starter does, it answered "
+        f"{r.status_code} {r.text[:200]}: a client polling a mistyped or expired id must be told it does not exist, "
+        f"not wait for it ({HOW})"
+    )
+
+
 def test_post_answers_while_its_job_runs(kata):
     """POST /reports answers with the job id while the job is still running"""
     customer = "held-store-bo"
