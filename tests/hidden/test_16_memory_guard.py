@@ -207,6 +207,81 @@ def test_usage_is_read_from_the_cgroup(kata, tmp_path):
         )
 
 
+# Limits as kernels write them, against an oracle of the tests' own. The tests above each write one tree; the
+# kernel's trees vary: any page-aligned limit, "max" on v2, v1's "no limit" on 4 KiB or 64 KiB pages (arm64), a
+# cgroup at any depth, v2 with a cgroup namespace (the own cgroup is the root), v1 mounted at the container's own
+# cgroup. Each example is a few trees read in this process (fast). The seed is in every failure message:
+# LOOPKATA_HYPOTHESIS_SEED=<seed> replays the same examples.
+try:
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    from hypothesis import seed as hypothesis_seed
+except ImportError:  # pinned in requirements.txt; without it this test is skipped, and a skip never passes a check
+    st = None
+
+SEED = int(os.environ.get("LOOPKATA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "big"))
+V1_NO_LIMITS = (V1_NO_LIMIT, 9223372036854710272)  # cgroup v1's "no limit" on 4 KiB and on 64 KiB pages
+PAGE = 4096
+
+
+def limit_oracle(value):
+    """What memory_limit() must say for the value a limit file holds: the bytes, or None for "no limit"."""
+    return None if value == "max" or value in V1_NO_LIMITS else value
+
+
+if st is not None:
+    _segment = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12).filter(
+        lambda t: t not in (".", "..") and not t.startswith(("cgroup.", "memory.")))  # not a file the tree holds
+
+    def _trees():
+        """(version, cgroup path, limit file's value, usage, v1 mounted at its own cgroup)."""
+        return st.tuples(st.sampled_from(("v1", "v2")), st.lists(_segment, max_size=4)).flatmap(lambda vp: st.tuples(
+            st.just(vp[0]),
+            st.just("/" + "/".join(vp[1])),
+            st.one_of(st.integers(1, 2 ** 50 // PAGE).map(lambda pages: pages * PAGE),
+                      st.sampled_from(("max",) if vp[0] == "v2" else V1_NO_LIMITS)),
+            st.integers(0, 2 ** 40 // PAGE).map(lambda pages: pages * PAGE),
+            st.booleans() if vp[0] == "v1" and vp[1] else st.just(False),
+        ))
+
+    @hypothesis_seed(SEED)
+    @settings(max_examples=40, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(_trees(), min_size=1, max_size=4))
+    @example([  # the cases that matter
+        ("v1", "/kubepods/burstable/pod1/c1", 9223372036854710272, 4096, False),  # "no limit" on 64 KiB pages
+        ("v2", "/", 2 ** 50, 0, False),  # a cgroup namespace, and a limit far beyond the machine
+        ("v1", "/docker/0123456789ab", 4096, 4096, True),  # one page, v1 mounted at the container's own cgroup
+        ("v2", "/a/b/c/d", "max", 2 ** 40, False),
+    ])
+    def _limit_property(kata, tmp_path_factory, trees):
+        limits = limits_of(kata)
+        folder = tmp_path_factory.mktemp("limits")
+        for n, (version, path, value, usage, own) in enumerate(trees):
+            root = folder / str(n)
+            if version == "v2":
+                where = v2_tree(root, path=path, max_=f"{value}\n", current=f"{usage}\n")
+            else:
+                where = v1_tree(root, path=path, limit=f"{value}\n", usage=f"{usage}\n", mounted_at_own=own)
+            seed = f" [Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]"
+            try:
+                expect_limit(limits, root, limit_oracle(value), where)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}{seed}") from None
+            try:
+                got = limits.memory_usage(root)
+            except Exception as exc:
+                raise AssertionError(f"expected memory_usage(root) to return {size(usage)} for {where}, but it raised "
+                                     f"{type(exc).__name__}: {exc}{seed}") from exc
+            assert got == usage, f"expected memory_usage(root) to return {size(usage)} for {where}, got {size(got)}{seed}"
+
+
+def test_any_limit_the_kernel_writes_is_read(kata, tmp_path_factory):
+    """any page-aligned limit and "no limit" marker, on cgroup v1 and v2, at any depth, is read as the kernel means it"""
+    if st is None:
+        pytest.skip("Hypothesis is not installed here (pip install -r requirements.txt), so this test cannot run")
+    _limit_property(kata, tmp_path_factory)
+
+
 def need(module, name: str, what: str):
     function = getattr(module, name, None)
     assert callable(function), f"expected limits.py to define {name}: {what}; it does not"
