@@ -294,12 +294,26 @@ LINKS = _first_seen()
 
 
 def _close_current_tab(run) -> None:
-    """File > Close Tab, as a learner closes what a link opened."""
+    """File > Close Tab, as a learner closes what a link opened. A notebook the lab already had open (one this
+    stage ran, say) holds that run's outputs unsaved: the lab asks whether to save them, and the answer is
+    Discard, since nothing the link opened was changed."""
     run.menu("application:close", menu="File")
+    _discard_if_asked(run.page, wait_ms=1_500)
+
+
+def _discard_if_asked(page, wait_ms: int = 0) -> None:
+    """Answer Discard if the lab asks whether to save a notebook before closing it (waiting `wait_ms` for it)."""
+    discard = page.locator(".jp-Dialog .jp-Dialog-button", has_text="Discard")
+    try:
+        discard.wait_for(state="visible", timeout=max(wait_ms, 1))
+    except Exception:  # noqa: BLE001 - no dialog: the tab closed as it was
+        return
+    discard.click()
 
 
 def _back_to_tab(page, name: str) -> None:
     """Click the tab of the notebook `name` if another is in front, as a learner goes back to the page they came from."""
+    _discard_if_asked(page)  # a dialog that came late would take the click
     tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=name).first
     if "lm-mod-current" not in (tab.get_attribute("class") or ""):
         tab.click()
