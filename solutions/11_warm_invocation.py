@@ -29,7 +29,7 @@ import uuid
 
 import aiohttp
 
-TIMEOUT = aiohttp.ClientTimeout(total=10)
+TIMEOUT = aiohttp.ClientTimeout(total=10)  # pragma: no mutate (a demo constant: no lesson is about the client's timeout)
 
 # One event loop for the container's whole life: the session and its pooled
 # connection belong to it, so they outlive each invocation.
