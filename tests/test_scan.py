@@ -108,6 +108,35 @@ def test_no_finding_on_any_reference_fix_or_variant():
     assert listed == set(OTHER_KATAS_BUGS), f"expected every listed bug of another kata to be found, found {listed}"
 
 
+def test_lk06_leaves_alone_an_engine_with_nullpool_which_keeps_no_connection_between_loops(tmp_path):
+    """LK06 flags a pooled engine shared with loops the package starts, not one made with NullPool for them"""
+    files = {"__init__.py": "", "jobs.py": """
+        import asyncio
+
+        from . import db
+
+
+        def run_job():
+            return asyncio.run(db.ping())
+    """}
+    pooled = write(tmp_path / "pooled", {**files, "db.py": """
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        engine = create_async_engine("postgresql+asyncpg://db/orders")
+    """})
+    unpooled = write(tmp_path / "unpooled", {**files, "db.py": """
+        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.pool import NullPool
+
+        engine = create_async_engine("postgresql+asyncpg://db/orders", pool_size=5)
+        job_engine = create_async_engine("postgresql+asyncpg://db/orders", poolclass=NullPool)  # for the jobs' loops
+    """})
+    found = [(Path(f.path).name, f.line) for f in scan.scan([pooled], select={"LK06"}).findings]
+    assert found == [("db.py", 3)], f"expected LK06 on the pooled engine shared with asyncio.run's loops, got {found}"
+    found = [(Path(f.path).name, f.line) for f in scan.scan([unpooled], select={"LK06"}).findings]
+    assert found == [], f"expected nothing flagged beside an engine that pools nothing for the jobs, got {found}"
+
+
 @pytest.mark.parametrize("case", sorted(p.name for p in SAMPLES.iterdir()))
 def test_a_real_world_spelling_is_flagged_on_its_line_and_its_fixed_twin_is_clean(case):
     """each sample in tests/scan_samples is flagged exactly on the lines marked `# expect: LKnn`, and its fixed twin gets nothing"""

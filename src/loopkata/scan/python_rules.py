@@ -698,17 +698,29 @@ def starts_loops(tree: ast.Module, names: Names) -> bool:
 
 
 def _pooled_client(node, names: Names) -> str | None:
-    if isinstance(node, ast.Call):
+    if isinstance(node, ast.Call) and not _unpooled_engine(node, names):
         found = names.resolve(node.func)
         if found and any(found[1] == name and found[0].startswith(module) for module, name in POOLED_CLIENTS):
             return found[1]
     return None
 
 
+def _unpooled_engine(node: ast.Call, names: Names) -> bool:
+    """Is this an engine made with `poolclass=NullPool`, which keeps no connection between checkouts?"""
+    for keyword in node.keywords:
+        if keyword.arg == "poolclass":
+            found = names.resolve(keyword.value)
+            return (found[1] if found else getattr(keyword.value, "id", "")) == "NullPool"
+    return False
+
+
 def keeps_loops_apart(tree: ast.Module, names: Names) -> bool:
     """Does this module give other loops a way around a shared client: hand coroutines to the
-    client's own loop (run_coroutine_threadsafe), or open a client per call and close it there?"""
+    client's own loop (run_coroutine_threadsafe), make an engine that pools nothing (NullPool),
+    or open a client per call and close it there?"""
     if any(names.is_call_to(n, "asyncio", {"run_coroutine_threadsafe"}) for n in names.walk(tree)):
+        return True
+    if any(isinstance(n, ast.Call) and _unpooled_engine(n, names) for n in names.walk(tree)):
         return True
     for function in names.functions:
         opened = any(_pooled_client(n, names) for n in names.walk(function))
