@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from loopkata import scan  # noqa: E402
 from loopkata.learner import progress
-from loopkata.model import catalogue
+from loopkata.model import alternatives, catalogue
 
 TARGET = 0.5  # seconds per 10,000 lines
 EXPECTED = re.compile(r"#\s*expect:\s*(LK\d\d(?:\s*,\s*LK\d\d)*)")
@@ -65,7 +65,11 @@ def main() -> None:
         flagged = [k for k in katas if any(f.rule == f"LK{k.number:02d}"
                                            for f in scan.scan([progress.pristine_starter(k)]).findings)]
     print(f"recall on the katas' starters: {len(flagged)} of {len(katas)} flagged by their own rule")
-    correct = scan.scan([ROOT / "solutions", ROOT / "tests" / "variants"])
+    with tempfile.TemporaryDirectory() as built:  # each variant as the grader builds it from its base
+        for k in catalogue.load(ROOT):
+            for v in k.variants:
+                alternatives.build(k, v, Path(built) / k.id)
+        correct = scan.scan([ROOT / "solutions", Path(built)])
     print(f"reference fixes and variants: {len(correct.findings)} findings in {correct.files} files "
           f"({', '.join(sorted({f.rule for f in correct.findings})) or 'none'}: another kata's bug they keep, "
           "listed in tests/test_scan.py)" if correct.findings else

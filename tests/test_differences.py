@@ -1,18 +1,55 @@
-"""Decoys and variants as differences from their base: the file and its strict applier.
+"""Decoys and variants as differences from their base: the file, the strict applier and the grader.
 
-A decoy or a variant can be written as a unified diff against the kata's reference fix or its
-starter, headed by the sentence that says what it changes (loopkata.model.difference).
+Every decoy and variant is a unified diff against the kata's reference fix or its starter, headed by
+the sentence that says what it changes (loopkata.model.difference). When a reference fix or a
+starter changes, `test_every_decoy_and_variant_of_a_kata_still_applies_to_its_base` names each one
+that no longer applies: those are the ones to look at again.
 """
+from pathlib import Path
+
 import pytest
 
-from loopkata.model import difference
+from loopkata.grading import runner
+from loopkata.model import alternatives, catalogue, difference
 from loopkata.model.difference import DifferenceError
+
+ROOT = Path(__file__).resolve().parents[1]
+KATAS = catalogue.load(ROOT)
 
 BASE = {"app.py": "".join(f"line {n}\n" for n in range(1, 21)), "Procfile": "web: serve\nworker: work\n"}
 
 
 def written(base: dict, edited: dict, sentence="Decoy: line 10 says ten, which is wrong.", kind="reference") -> str:
     return difference.render(sentence, kind, difference.unified(base, edited))
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=[k.id for k in KATAS])
+def test_every_decoy_and_variant_of_a_kata_still_applies_to_its_base(kata):
+    """every decoy and variant of the kata still applies to its base (a changed reference fix or starter names the ones to look at again)"""
+    problems = alternatives.problems(kata)
+    assert not problems, (
+        f"expected every decoy and variant of {kata.id} to apply to its base; {len(problems)} no longer do(es), "
+        "look at each again:\n"
+        + "\n".join(problems))
+
+
+def test_the_decoy_and_variant_folders_hold_only_differences():
+    """tests/decoys and tests/variants hold only NAME.diff files, each in the folder of a kata of the catalogue"""
+    ids = {k.id for k in KATAS}
+    strays = []
+    for kind in ("decoys", "variants"):
+        for path in sorted((ROOT / "tests" / kind).rglob("*")):
+            rel = path.relative_to(ROOT / "tests" / kind)
+            if path.is_dir() and len(rel.parts) == 1 and rel.parts[0] in ids:
+                continue
+            if path.is_file() and path.suffix == ".diff" and len(rel.parts) == 2 and rel.parts[0] in ids:
+                continue
+            strays.append(f"tests/{kind}/{rel.as_posix()}")
+    assert not strays, (
+        "expected only differences (tests/decoys/<kata>/NAME.diff) in tests/decoys and tests/variants, found "
+        f"{', '.join(strays)}: the grader lists only .diff files, so these would never be proven. Turn a whole-file "
+        "copy into a difference (a unified diff against the reference fix or the starter, headed by its sentence: "
+        "loopkata.model.difference), then remove the copy.")
 
 
 def test_a_difference_gives_back_the_edited_copy_it_was_written_from():
@@ -62,3 +99,30 @@ def test_a_malformed_difference_is_refused_in_one_line_saying_what_is_wrong(text
         difference.parse(text, "decoy k/x")
     assert said in str(refused.value) and "\n" not in str(refused.value), (
         f"expected one line saying {said!r}, got {str(refused.value)!r}")
+
+
+def test_a_decoy_that_does_not_apply_is_not_graded_and_the_check_names_the_decoy_and_the_hunk(tmp_path):
+    """a check of a decoy whose diff no longer applies says so in one line, and grades nothing"""
+    kata = catalogue.find("bound-semaphore", ROOT)
+    broken = tmp_path / "rebuild_on_loop_id.diff"
+    text = kata.decoy("rebuild_on_loop_id").read_text(encoding="utf-8")
+    broken.write_text(text.replace("\n import logging\n", "\n import logging_renamed\n", 1), encoding="utf-8")
+    result = runner.check(kata, broken)
+    assert result.verdict == runner.ERROR and not result.tests, f"expected nothing graded, got {result.verdict}"
+    assert "01_bound_semaphore.py: hunk 1 (@@ -11,7 +11,6 @@) does not match the reference fix" in result.problem, (
+        f"expected the problem to name the file and the hunk, got {result.problem!r}")
+
+
+def test_a_decoy_is_built_once_per_check_and_its_changed_files_are_named_as_the_decoys(monkeypatch):
+    """a check builds the decoy from its base once, and names the file the diff changes <decoy NAME>/FILE"""
+    kata = catalogue.find("bound-semaphore", ROOT)
+    built = []
+    files = alternatives.files
+    monkeypatch.setattr(alternatives, "files", lambda *args: built.append(args) or files(*args))
+    result = runner.check(kata, kata.decoy("rebuild_on_loop_id"), until_failed=True)
+    assert len(built) == 1, f"expected the decoy to be built once for the check, it was built {len(built)} times"
+    assert result.verdict == runner.FAILED, f"expected the decoy to fail, got {result.verdict}: {result.problem}"
+    shown = "\n".join(f"{t.message}\n{t.where}\n{t.stacks}" for t in result.failures)
+    assert "<decoy rebuild_on_loop_id>/01_bound_semaphore.py:" in shown and "loopkata-" not in shown, (
+        f"expected the failure to name the changed file <decoy rebuild_on_loop_id>/01_bound_semaphore.py, "
+        f"never a temporary path, got:\n{shown}")

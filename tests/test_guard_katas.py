@@ -29,7 +29,6 @@ import json
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -38,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from loopkata.guard import child
-from loopkata.model import catalogue
+from loopkata.model import alternatives, catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "tests" / "guard_cases"
@@ -73,17 +72,12 @@ def implementations(kata) -> list[tuple[str, str, Path]]:
 
 
 def compose(kata, source: Path, folder: Path) -> Path:
-    """The implementation as it runs: a folder variant holds only the files where it differs from the
-    reference fix, so it is laid over a copy of it (as the grader does); anything else is used as it is."""
-    if not (source.is_dir() and ROOT / "tests" / "variants" in source.parents):
+    """The implementation as it runs: a variant is built from its base, as the grader builds it (a folder kata's
+    under the kata's own folder name); the starter and the reference are used as they are."""
+    if not alternatives.is_difference(source):
         return source
-    copy = folder / source.name / kata.solution_path.name
-    shutil.copytree(kata.solution_path, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    for f in catalogue.files_of(source):
-        target = copy / f.relative_to(source)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f, target)
-    return copy
+    built = alternatives.build(kata, source, folder / source.stem)
+    return built.rename(built.with_name(kata.solution_path.name)) if built.is_dir() else built
 
 
 def guarded_run(kata, folder: Path) -> dict:

@@ -8,40 +8,37 @@
   fix) passes, so the tests grade behaviour rather than the shape of our fix.
 
 A decoy that is wrong only on some Pythons (it relies on how one version's
-asyncio behaves) says so with a line of its docstring, `wrong_on_python =
-">=3.12"` (a version specifier): there it must fail, and on every other Python
-it must pass, so the suite stays honest on each version it runs on.
+asyncio behaves) says so in its header, `wrong_on_python: >=3.12` (a version
+specifier): there it must fail, and on every other Python it must pass, so the
+suite stays honest on each version it runs on.
+
+Each decoy and variant is a difference from the reference fix or the starter
+(loopkata.model.difference): the grader builds it from its base for every check.
 """
-import ast
 import platform
-import re
 
 import pytest
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from loopkata.grading import runner
-from loopkata.model import catalogue
+from loopkata.model import catalogue, difference
 from loopkata.grading.report import render_text
 from loopkata.services import containers
 
 KATAS = catalogue.load()
 PYTHON = platform.python_version()
 PYTHON_X_Y = ".".join(PYTHON.split(".")[:2])
-WRONG_ON_PYTHON = re.compile(r'^wrong_on_python\s*=\s*"([^"]*)"\s*$', re.MULTILINE)
 
 
 def wrong_on_python(decoy) -> str | None:
     """The version specifier of the Pythons a decoy is wrong on, or None: wrong on every one."""
-    files = sorted(decoy.rglob("*.py")) if decoy.is_dir() else [decoy]
-    for f in files:
-        found = WRONG_ON_PYTHON.search(ast.get_docstring(ast.parse(f.read_text(encoding="utf-8"))) or "")
-        if found:
-            try:
-                SpecifierSet(found.group(1))
-            except InvalidSpecifier:
-                pytest.fail(f'{f}: wrong_on_python = "{found.group(1)}" is not a version specifier like ">=3.12"')
-            return found.group(1)
-    return None
+    spec = difference.read(decoy).wrong_on_python
+    if spec is not None:
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            pytest.fail(f'{decoy}: wrong_on_python: {spec} is not a version specifier like ">=3.12"')
+    return spec
 
 
 def wrong_here(decoy) -> bool:
@@ -93,11 +90,11 @@ def test_kata_has_decoys_and_variants(kata):
     assert len(kata.decoys) >= 2, f"{kata.id}: expected at least 2 decoys in tests/decoys/{kata.id}/"
     assert len(kata.variants) >= 1, f"{kata.id}: expected at least 1 variant in tests/variants/{kata.id}/"
     assert kata.symptoms, f"{kata.id}: the catalogue states no symptom for the starter"
-    for decoy in kata.decoys:
-        files = sorted(decoy.rglob("*.py")) if decoy.is_dir() else [decoy]
-        assert any(f.read_text().lstrip().startswith(('"""', "'''")) for f in files), (
-            f"{decoy}: a decoy starts with a docstring saying why it is wrong"
-        )
+    for path, said in [(d, "Decoy:") for d in kata.decoys] + [(v, "Variant:") for v in kata.variants]:
+        sentence = difference.read(path).sentence
+        assert sentence.startswith(said) and len(sentence) > len(said) + 10, (
+            f"{path}: expected its first line to be a sentence starting '{said}' that says what it changes and why "
+            f"that is {'wrong' if said == 'Decoy:' else 'still right'}, found {sentence!r}")
 
 
 def _fallback_cases():

@@ -4,7 +4,6 @@ interfaces a team wires into CI (exit status, JSON, SARIF, ignore comments, pre-
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import yaml
 
 from loopkata import scan
 from loopkata.learner import progress
-from loopkata.model import catalogue
+from loopkata.model import alternatives, catalogue
 from loopkata.scan import bounded_yaml, celery_routes, command, files, output, python_rules, ruff_rules
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,22 +88,27 @@ def test_every_kata_starter_is_flagged_by_its_rule_on_the_line_of_the_bug(kata, 
             f"{sorted(f'{p.name}:{n}' for p, n in found) or 'nothing'}")
 
 
-def _kata_of(path: str) -> str:
-    """The kata a file of solutions/ or tests/variants/ belongs to."""
-    relative = Path(path).resolve().relative_to(ROOT)
-    if relative.parts[0] == "solutions":
-        return next(k.id for k in catalogue.load(ROOT) if Path(k.path).name == relative.parts[1])
-    return relative.parts[2]
+def _kata_of(path: str, variants: Path) -> str:
+    """The kata a file of solutions/ or of the variants built into `variants` (<kata>/<variant>) belongs to."""
+    resolved = Path(path).resolve()
+    if variants.resolve() in resolved.parents:
+        return resolved.relative_to(variants.resolve()).parts[0]
+    relative = resolved.relative_to(ROOT)
+    return next(k.id for k in catalogue.load(ROOT) if Path(k.path).name == relative.parts[1])
 
 
-def test_no_finding_on_any_reference_fix_or_variant():
+def test_no_finding_on_any_reference_fix_or_variant(tmp_path):
     """nothing is flagged in the reference fixes and the variants: they are correct (another kata's bug they keep is listed)"""
-    report = scan.scan([ROOT / "solutions", ROOT / "tests" / "variants"])
+    variants = tmp_path / "variants"
+    for kata in catalogue.load(ROOT):  # each variant as the grader builds it from its base
+        for variant in kata.variants:
+            alternatives.build(kata, variant, variants / kata.id)
+    report = scan.scan([ROOT / "solutions", variants])
     assert report.files > 40 and not report.warnings, report.warnings
-    unexpected = [f for f in report.findings if (_kata_of(f.path), f.rule) not in OTHER_KATAS_BUGS]
+    unexpected = [f for f in report.findings if (_kata_of(f.path, variants), f.rule) not in OTHER_KATAS_BUGS]
     assert not unexpected, "expected no finding on correct code, got:\n" + "\n".join(
         f"{f.path}:{f.line}: {f.rule} {f.message}" for f in unexpected)
-    listed = {(_kata_of(f.path), f.rule) for f in report.findings}
+    listed = {(_kata_of(f.path, variants), f.rule) for f in report.findings}
     assert listed == set(OTHER_KATAS_BUGS), f"expected every listed bug of another kata to be found, found {listed}"
 
 
@@ -741,7 +745,7 @@ def test_lk08_leaves_alone_a_call_handed_to_a_thread_and_an_error_only_middlewar
 # Decoys of katas 11 to 16 whose mistake their rule can read; the others' mistakes are in what
 # they do at run time (a freeze, a threshold, a queue), which the hidden tests catch.
 DECOYS_FLAGGED = {
-    "warm-invocation": {"new_key_per_attempt.py", "retry_every_post_without_key.py"},
+    "warm-invocation": {"new_key_per_attempt", "retry_every_post_without_key"},
     "nested-run": {"fall_back_to_create_task", "nest_asyncio_apply", "new_event_loop_in_run_async",
                    "run_until_complete_on_the_running_loop"},
     "half-dead-pod": {"sys_exit_from_the_watchdog_thread", "watchdog_as_asyncio_task"},
@@ -753,27 +757,15 @@ DECOYS_FLAGGED = {
 }
 
 
-def _as_graded(decoy: Path, kata, folder: Path) -> Path:
-    """The decoy as the grader sees it: a folder decoy laid over the reference fix, a file decoy alone."""
-    if decoy.is_file():
-        return decoy
-    shutil.copytree(ROOT / "solutions" / kata.path, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    for path in decoy.iterdir():  # its modules, and its entrypoint script where it has one
-        if path.is_file():
-            shutil.copy(path, folder / path.name)
-    return folder
-
-
 @pytest.mark.parametrize("kata_id", sorted(DECOYS_FLAGGED))
 def test_the_rules_of_katas_11_to_16_flag_the_decoys_whose_mistake_is_in_their_syntax(kata_id, tmp_path):
     """LK11 to LK16 flag the decoys whose mistake the code spells out, and leave the others to the hidden tests"""
-    kata = next(k for k in catalogue.load(ROOT) if k.id == kata_id)
+    kata = catalogue.find(kata_id, ROOT)
     rule = f"LK{kata.number:02d}"
     flagged = set()
-    for decoy in sorted((ROOT / "tests" / "decoys" / kata_id).iterdir()):
-        if decoy.name != "__pycache__" and scan.scan([_as_graded(decoy, kata, tmp_path / decoy.name)],
-                                                    select={rule}).findings:
-            flagged.add(decoy.name)
+    for decoy in kata.decoys:  # each as the grader builds it from its base
+        if scan.scan([alternatives.build(kata, decoy, tmp_path)], select={rule}).findings:
+            flagged.add(decoy.stem)
     assert flagged == DECOYS_FLAGGED[kata_id], (
         f"expected {rule} to flag the decoys {sorted(DECOYS_FLAGGED[kata_id])}, it flagged {sorted(flagged)}")
 

@@ -67,7 +67,7 @@ def impl_problem(impl: Path) -> str:
             return (f"{display_path(impl)} is a folder but not a Python package (it has no __init__.py), "
                     "so the grader cannot import it. Give the kata's .py file or its package folder.")
         return ""
-    if not impl.is_file() or impl.suffix != ".py":
+    if not impl.is_file() or impl.suffix not in (".py", ".diff"):  # .diff: a decoy's or variant's difference
         what = "a regular file" if impl.is_file() else "not a regular file"
         return (f"{display_path(impl)} exists, but it is {what}, not a Python file (.py) or package folder, "
                 "so the grader cannot import it. Give the kata's .py file or its package folder.")

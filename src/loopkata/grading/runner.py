@@ -20,9 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import services
-from ..model import catalogue
+from ..model import alternatives, catalogue
 from ..services import containers
 from ..model.catalogue import Kata
+from ..model.difference import DifferenceError
 from ..model.paths import display_path
 from .cpu_wait import stretch_cap
 from .frames import describe_frames
@@ -129,7 +130,7 @@ def _read_records(fd: int) -> list[dict]:
 
 
 def _contents(impl: Path) -> dict[str, bytes]:
-    """What the implementation's files hold now, relative path -> bytes."""
+    """What the implementation's files hold now, relative path -> bytes (a difference: its own file)."""
     if impl.is_dir():
         return {str(f.relative_to(impl)): f.read_bytes() for f in catalogue.files_of(impl)}
     return {impl.name: impl.read_bytes()} if impl.is_file() else {}
@@ -137,33 +138,39 @@ def _contents(impl: Path) -> dict[str, bytes]:
 
 def _snapshot(kata: Kata, impl: Path, tmp: Path) -> tuple[Path, dict[str, str], dict[str, bytes]]:
     """Copy the implementation aside and grade the copy: a file saved while the check
-    runs cannot give a mix of two versions. A decoy or variant folder holds only the
-    files where it differs from the reference fix; the rest is taken from solutions/.
+    runs cannot give a mix of two versions. A difference (a decoy's or a variant's .diff)
+    is built from its base into the copy, once.
 
     Returns the copy to grade, how to name each copied file after the file it came
     from (so messages never show a temporary path), and what the sources held.
     """
-    alternatives = (kata.root / "tests" / "decoys", kata.root / "tests" / "variants")
-    overlay = impl.is_dir() and kata.solution_path.is_dir() and any(a in impl.parents for a in alternatives)
-    copy = tmp / "impl" / impl.name
-    names, held = {}, {}
-    sources = (kata.solution_path, impl) if overlay else (impl,)
-    for source in sources:  # a decoy's own files win
-        files = catalogue.files_of(source)
-        for f in files:
-            rel = f.relative_to(source) if source.is_dir() else Path()
-            target = copy / rel if source.is_dir() else copy
-            target.parent.mkdir(parents=True, exist_ok=True)
-            data = f.read_bytes()
-            target.write_bytes(data)
-            if source == impl:
-                held[str(rel) if source.is_dir() else f.name] = data
-            elif _same_file(kata.kata_path / rel, data):
-                f = kata.kata_path / rel  # a reference file the starter ships unchanged: named as the learner knows it
-            # the child names files relative to the project, this process relative to its cwd
-            names[os.path.relpath(target, kata.root)] = os.path.relpath(f, kata.root)
-            names[display_path(target)] = display_path(f)
-            names[str(target)] = os.path.relpath(f, kata.root) if kata.root in f.resolve().parents else str(f)
+    if alternatives.is_difference(impl):
+        held = _contents(impl)  # the difference itself: a change to it while the check runs grades it again
+        copy = alternatives.target_in(kata, impl, tmp / "impl")
+        base = alternatives.base_path(kata, alternatives.read(kata, impl))
+        files = {(copy / rel if base.is_dir() else copy): (text.encode("utf-8"), base / rel if base.is_dir() else base)
+                 for rel, text in alternatives.files(kata, impl).items()}  # DifferenceError: it does not apply
+    else:
+        copy = tmp / "impl" / impl.name
+        files = {(copy / f.relative_to(impl) if impl.is_dir() else copy): (f.read_bytes(), f)
+                 for f in catalogue.files_of(impl)}
+        held = {str(f.relative_to(impl)) if impl.is_dir() else f.name: data for data, f in files.values()}
+    names = {}
+    for target, (data, f) in files.items():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if f != impl and impl not in f.parents:  # built from a base: named after the file it matches
+            starter = kata.kata_path / f.relative_to(kata.solution_path) if kata.solution_path in f.parents else None
+            if not _same_file(f, data):  # a file the difference changes exists nowhere but in the check
+                shown = f"<{alternatives.label(kata, impl)}>/{target.relative_to(copy) if target != copy else f.name}"
+                names.update(dict.fromkeys((os.path.relpath(target, kata.root), display_path(target), str(target)), shown))
+                continue
+            if starter is not None and _same_file(starter, data):
+                f = starter  # a reference file the starter ships unchanged: named as the learner knows it
+        # the child names files relative to the project, this process relative to its cwd
+        names[os.path.relpath(target, kata.root)] = os.path.relpath(f, kata.root)
+        names[display_path(target)] = display_path(f)
+        names[str(target)] = os.path.relpath(f, kata.root) if kata.root in f.resolve().parents else str(f)
     # A message quoting a repr (an asyncio Task's "running at FILE") names library files by
     # where this machine keeps them; say which library instead.
     for key, shown in (("purelib", "<site-packages>"), ("stdlib", "<python>")):
@@ -288,7 +295,8 @@ def _stop(supervisor: subprocess.Popen) -> None:
 def _grade(kata: Kata, impl: Path, until_failed: bool) -> tuple[CheckResult, dict[str, bytes] | None]:
     """One grading run; the result and what the implementation's files held when it started."""
     result = CheckResult(kata=kata.id, impl=display_path(impl), verdict=ERROR)
-    result.problem = impl_problem(impl) or syntax_problem(impl) or services.problem(kata.services)
+    difference = alternatives.is_difference(impl)  # its files are read once built, below
+    result.problem = impl_problem(impl) or (not difference and syntax_problem(impl)) or services.problem(kata.services)
     if result.problem:
         return result, None
     try:
@@ -301,7 +309,14 @@ def _grade(kata: Kata, impl: Path, until_failed: bool) -> tuple[CheckResult, dic
         return result, None
 
     with scratch.check_folder() as tmp:
-        graded, names, held = _snapshot(kata, impl, tmp)
+        try:
+            graded, names, held = _snapshot(kata, impl, tmp)
+        except DifferenceError as exc:
+            result.problem = f"{exc}. Nothing was graded: the implementation could not be built from its base."
+            return result, None
+        if difference and (problem := syntax_problem(graded)):
+            result.problem = _rename(problem, names)
+            return result, held
         records, stacks, output = _run_child(kata, graded, tmp, until_failed)
         stacks = _rename(_dumped_stacks(stacks, graded), names)  # reads the copy's lines
     result.tests = _results(kata, expected, records, stacks, names, output)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from . import nesting
+from . import difference, nesting
 
 
 class CatalogueError(ValueError):
@@ -23,6 +23,10 @@ class CatalogueError(ValueError):
 
 class UnknownKata(LookupError):
     """A kata name that is not in the catalogue; str() is a paragraph for a learner."""
+
+
+class UnknownAlternative(LookupError):
+    """A decoy or variant name the kata does not have; str() is a paragraph."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +95,21 @@ class Kata:
 
     @property
     def decoys(self) -> list[Path]:
+        """The plausible wrong fixes, each a difference from the reference fix or the starter (a .diff file)."""
         return _entries(self.root / "tests" / "decoys" / self.id)
 
     @property
     def variants(self) -> list[Path]:
+        """The other right fixes, each a difference from the reference fix or the starter (a .diff file)."""
         return _entries(self.root / "tests" / "variants" / self.id)
+
+    def decoy(self, name: str) -> Path:
+        """The decoy called `name` (its .diff file); UnknownAlternative if the kata has none of that name."""
+        return _named(self, "decoy", self.decoys, name)
+
+    def variant(self, name: str) -> Path:
+        """The variant called `name` (its .diff file); UnknownAlternative if the kata has none of that name."""
+        return _named(self, "variant", self.variants, name)
 
 
 def files_of(path: Path) -> list[Path]:
@@ -106,14 +120,22 @@ def files_of(path: Path) -> list[Path]:
     return sorted(f for f in path.rglob("*") if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc")
 
 
+def _named(kata: Kata, kind: str, paths: list[Path], name: str) -> Path:
+    known = {p.stem: p for p in paths}
+    wanted = name.removesuffix(".diff")
+    if wanted in known:
+        return known[wanted]
+    close = difflib.get_close_matches(wanted, known, n=1)
+    maybe = f" Did you mean '{close[0]}'?" if close else ""
+    raise UnknownAlternative(f"{kata.id} has no {kind} called '{name}'.{maybe} Its {kind}s are: "
+                             f"{', '.join(known) or 'none'}.")
+
+
 def _entries(folder: Path) -> list[Path]:
-    """Each .py file or sub-folder is one alternative implementation."""
+    """Each .diff file is one alternative implementation (loopkata.model.difference describes it)."""
     if not folder.is_dir():
         return []
-    return sorted(
-        p for p in folder.iterdir()
-        if (p.suffix == ".py" or p.is_dir()) and not p.name.startswith(("_", "."))
-    )
+    return sorted(p for p in folder.glob("*.diff") if p.is_file() and not p.name.startswith(("_", ".")))
 
 
 CATALOGUE = Path("katas") / "catalogue.toml"
@@ -337,17 +359,12 @@ def for_tests_file(path: Path) -> Kata | None:
 
 
 def wrong_fixes_table(katas=None) -> str:
-    """The facilitator guide's table of wrong first fixes, from each decoy's own docstring
-    (its first paragraph says the fix; a test keeps docs/workshop.md in step)."""
-    import ast
-
+    """The facilitator guide's table of wrong first fixes, from each decoy's own sentence
+    (the first line of its difference; a test keeps docs/workshop.md in step)."""
     katas = load() if katas is None else katas
     rows = ["| kata | a wrong first fix people write | the decoy |", "| --- | --- | --- |"]
     for k in katas:
         for decoy in k.decoys:
-            source = decoy / "__init__.py" if decoy.is_dir() else decoy
-            doc = ast.get_docstring(ast.parse(source.read_text(encoding="utf-8"))) or ""
-            first = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, on one line
-            said = first.removeprefix("Decoy:").strip() or "(no docstring)"
+            said = difference.read(decoy).sentence.removeprefix("Decoy:").strip()
             rows.append(f"| {k.number:02d} `{k.id}` | {said} | `tests/decoys/{k.id}/{decoy.name}` |")
     return "\n".join(rows)

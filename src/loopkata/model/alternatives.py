@@ -1,0 +1,107 @@
+"""A kata's decoys (plausible wrong fixes) and variants (other right fixes): found by name and built.
+
+Each is a difference from the kata's reference fix or its starter (`loopkata.model.difference`
+describes the file), in `tests/decoys/<kata>/<name>.diff` or `tests/variants/<kata>/<name>.diff`.
+Everything that runs one (the grader, the scan's tests, the notebooks) builds it from its base
+here, into a folder of its own, and names it by kata and name, never by a path into tests/.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import catalogue, difference
+from .catalogue import Kata, UnknownAlternative  # noqa: F401  (raised by find, for the callers to catch)
+from .difference import Difference, DifferenceError
+
+KINDS = {"decoy": "decoys", "variant": "variants"}
+SUFFIX = ".diff"
+
+
+def folder(kata: Kata, kind: str) -> Path:
+    return kata.root / "tests" / KINDS[kind] / kata.id
+
+
+def find(kata: Kata, kind: str, name: str) -> Path:
+    """The file of `kata`'s decoy or variant called `name` (with or without .diff); UnknownAlternative if none."""
+    return kata.decoy(name) if kind == "decoy" else kata.variant(name)
+
+
+def kind_of(kata: Kata, path: Path) -> str | None:
+    """'decoy' or 'variant' for a file of the kata's tests/decoys or tests/variants folder, else None."""
+    path = Path(path).resolve()
+    return next((kind for kind in KINDS if path.parent == folder(kata, kind).resolve()), None)
+
+
+def is_difference(path) -> bool:
+    return Path(path).suffix == SUFFIX
+
+
+def label(kata: Kata, path: Path) -> str:
+    """How a difference is named in words: 'decoy rebuild_on_loop_id', or its file's name."""
+    kind = kind_of(kata, path)
+    return f"{kind} {Path(path).stem}" if kind else Path(path).name
+
+
+def read(kata: Kata, path: Path) -> Difference:
+    """The difference in `path`; DifferenceError (one line naming it) if it cannot be read."""
+    kind = kind_of(kata, path)
+    name = f"{kind} {kata.id}/{Path(path).stem}" if kind else str(path)
+    return difference.read(path, name)
+
+
+def base_path(kata: Kata, diff: Difference) -> Path:
+    return kata.solution_path if diff.base == "reference" else kata.kata_path
+
+
+def base_label(kata: Kata, diff: Difference) -> str:
+    shown = base_path(kata, diff).relative_to(kata.root).as_posix()
+    return f"the {'reference fix' if diff.base == 'reference' else 'starter'} ({shown})"
+
+
+def files_in(path: Path) -> dict[str, str]:
+    """A kata's, a fix's or a copy's files as text, by their path inside it (a one-file kata: its name)."""
+    path = Path(path)
+    if path.is_dir():
+        return {f.relative_to(path).as_posix(): f.read_text(encoding="utf-8") for f in catalogue.files_of(path)}
+    return {path.name: path.read_text(encoding="utf-8")}
+
+
+def files(kata: Kata, path: Path) -> dict[str, str]:
+    """The files of the implementation the difference in `path` makes from its base."""
+    diff = read(kata, path)
+    return difference.apply(diff, files_in(base_path(kata, diff)), base_label(kata, diff))
+
+
+def target_in(kata: Kata, path: Path, parent: Path) -> Path:
+    """Where `build` puts the implementation in `parent`: a file or a folder named after the difference."""
+    suffix = "" if kata.solution_path.is_dir() else kata.solution_path.suffix
+    return Path(parent) / (Path(path).stem + suffix)
+
+
+def build(kata: Kata, path: Path, parent: Path) -> Path:
+    """Write the implementation the difference in `path` makes into `parent`; its file or folder.
+
+    DifferenceError (one line naming the difference and the hunk) if it does not apply."""
+    built = files(kata, path)
+    target = target_in(kata, path, parent)
+    if kata.solution_path.is_dir():
+        for rel, text in built.items():
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            (target / rel).write_text(text, encoding="utf-8")
+    else:
+        (text,) = built.values()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    return target
+
+
+def problems(kata: Kata) -> list[str]:
+    """One line for each of the kata's decoys and variants that cannot be read or no longer applies."""
+    found = []
+    for path in [*kata.decoys, *kata.variants]:
+        try:
+            files(kata, path)
+        except DifferenceError as exc:
+            found.append(str(exc))
+    return found
+

@@ -1,1 +1,0 @@
-"""Variant: an asyncio.TaskGroup whose guard task raises Shed; the reference limits.py."""

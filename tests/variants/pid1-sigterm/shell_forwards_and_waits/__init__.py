@@ -1,1 +1,0 @@
-"""Variant: the shell stays PID 1, forwards SIGTERM to the service and waits for it to end."""

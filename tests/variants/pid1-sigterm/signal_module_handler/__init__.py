@@ -1,1 +1,0 @@
-"""Variant: a signal.signal handler that schedules main's cancellation on the loop."""

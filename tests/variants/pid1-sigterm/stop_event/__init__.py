@@ -1,1 +1,0 @@
-"""Variant: SIGTERM sets an Event that main waits on; no cancellation at all."""
