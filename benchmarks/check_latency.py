@@ -111,20 +111,20 @@ def main() -> None:
         record = measured[k.id] = {"reference": solution, "decoys": {}, "variants": {}}
         print(f"{k.label} ({','.join(k.services) or 'stdlib'})")
         print(row("reference solution (passes)", solution, solution, pass_target, "passed"))
-        failing = [("starter", k.kata_path, "+".join(s.verdict for s in k.symptoms))]
-        if not args.no_decoys:
-            failing += [(f"decoy {d.stem}", d, "fails") for d in k.decoys]
+        failing = [("starter", ["--impl", str(k.kata_path)], "+".join(s.verdict for s in k.symptoms))]
+        if not args.no_decoys:  # named as a user names them: each is built from its base in the check
+            failing += [(f"decoy {d.stem}", ["--decoy", d.stem], "fails") for d in k.decoys]
         for label, impl, verdict in failing:
-            seconds = median_of(args.runs, [*loopkata, k.id, "--impl", str(impl)], env)
+            seconds = median_of(args.runs, [*loopkata, k.id, *impl], env)
             print(row(label, seconds, solution, fail_target, verdict))
             if label == "starter":
                 record["starter"] = seconds
             else:
-                record["decoys"][impl.stem] = seconds
+                record["decoys"][impl[1]] = seconds
             over += seconds > fail_target
         over += solution > pass_target
         for v in [] if args.no_decoys else k.variants:
-            seconds = median_of(args.runs, [*loopkata, k.id, "--impl", str(v)], env)
+            seconds = median_of(args.runs, [*loopkata, k.id, "--variant", v.stem], env)
             print(row(f"variant {v.stem} (passes)", seconds, solution, pass_target, "passed"))
             record["variants"][v.stem] = seconds
             over += seconds > pass_target

@@ -1,10 +1,14 @@
-"""Decoys and variants as differences from their base: the file, the strict applier and the grader.
+"""Decoys and variants as differences from their base: the file, the strict applier, the grader and the authoring tool.
 
 Every decoy and variant is a unified diff against the kata's reference fix or its starter, headed by
 the sentence that says what it changes (loopkata.model.difference). When a reference fix or a
 starter changes, `test_every_decoy_and_variant_of_a_kata_still_applies_to_its_base` names each one
 that no longer applies: those are the ones to look at again.
 """
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +33,7 @@ def test_every_decoy_and_variant_of_a_kata_still_applies_to_its_base(kata):
     problems = alternatives.problems(kata)
     assert not problems, (
         f"expected every decoy and variant of {kata.id} to apply to its base; {len(problems)} no longer do(es), "
-        "look at each again:\n"
+        "look at each again (loopkata decoy build, carry the change over, loopkata decoy new --replace):\n"
         + "\n".join(problems))
 
 
@@ -48,8 +52,8 @@ def test_the_decoy_and_variant_folders_hold_only_differences():
     assert not strays, (
         "expected only differences (tests/decoys/<kata>/NAME.diff) in tests/decoys and tests/variants, found "
         f"{', '.join(strays)}: the grader lists only .diff files, so these would never be proven. Turn a whole-file "
-        "copy into a difference (a unified diff against the reference fix or the starter, headed by its sentence: "
-        "loopkata.model.difference), then remove the copy.")
+        "copy into a difference with `loopkata decoy new KATA NAME --from PATH --base reference --why \"Decoy: ...\"` "
+        "(or `variant new`), then remove the copy.")
 
 
 def test_a_difference_gives_back_the_edited_copy_it_was_written_from():
@@ -126,3 +130,51 @@ def test_a_decoy_is_built_once_per_check_and_its_changed_files_are_named_as_the_
     assert "<decoy rebuild_on_loop_id>/01_bound_semaphore.py:" in shown and "loopkata-" not in shown, (
         f"expected the failure to name the changed file <decoy rebuild_on_loop_id>/01_bound_semaphore.py, "
         f"never a temporary path, got:\n{shown}")
+
+
+def _project(tmp_path: Path) -> Path:
+    """A copy of the project's katas, references and hidden tests, where the tool may write decoys."""
+    root = tmp_path / "project"
+    for part in ("katas", "solutions", "tests/hidden"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _loopkata(root: Path, *args) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LOOPKATA_ROOT": str(root), "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-m", "loopkata", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_decoy_new_writes_a_difference_that_builds_back_into_the_edited_copy(tmp_path):
+    """`loopkata decoy new` writes the difference of an edited copy of a folder kata, and `decoy build` gives the copy back"""
+    root = _project(tmp_path)
+    edited = tmp_path / "edited"
+    shutil.copytree(root / "solutions" / "14_pid1_sigterm", edited)
+    script = (edited / "entrypoint.sh").read_text()
+    (edited / "entrypoint.sh").write_text(script.replace("exec python service.py", "python service.py"))
+    made = _loopkata(root, "decoy", "new", "pid1-sigterm", "no_exec", "--from", str(edited), "--base", "reference",
+                     "--why", "Decoy: the script starts Python without exec, so the shell stays PID 1.")
+    assert made.returncode == 0, f"expected the decoy to be written, got exit {made.returncode}:\n{made.stderr}"
+    text = (root / "tests" / "decoys" / "pid1-sigterm" / "no_exec.diff").read_text()
+    assert text.startswith("Decoy: the script starts Python without exec, so the shell stays PID 1.\nbase: reference\n")
+    assert "-exec python service.py\n+python service.py\n" in text, f"expected the diff of entrypoint.sh, got:\n{text}"
+    built = _loopkata(root, "decoy", "build", "pid1-sigterm", "no_exec", "--into", str(tmp_path / "built"))
+    assert built.returncode == 0, built.stderr
+    for f in catalogue.files_of(edited):
+        assert (tmp_path / "built" / "no_exec" / f.relative_to(edited)).read_text() == f.read_text(), (
+            f"expected the built decoy's {f.name} to be the edited copy's")
+    again = _loopkata(root, "decoy", "new", "pid1-sigterm", "no_exec", "--from", str(edited), "--base", "reference",
+                      "--why", "Decoy: again.")
+    assert again.returncode == 1 and "exists already" in again.stderr, (
+        f"expected an existing decoy to be kept without --replace, got exit {again.returncode}: {again.stderr}")
+
+
+def test_check_names_a_decoy_by_its_name_and_says_which_names_there_are(tmp_path):
+    """`loopkata check KATA --decoy NAME` grades that decoy; an unknown name gets the list of the kata's decoys"""
+    graded = _loopkata(ROOT, "check", "bound-semaphore", "--decoy", "rebuild_on_loop_id", "--json")
+    assert graded.returncode == 1 and '"verdict": "failed"' in graded.stdout, (
+        f"expected the decoy graded and failed, got exit {graded.returncode}:\n{graded.stdout[-800:]}{graded.stderr}")
+    unknown = _loopkata(ROOT, "check", "bound-semaphore", "--decoy", "rebuild_on_loop")
+    assert unknown.returncode == 2 and "Did you mean 'rebuild_on_loop_id'?" in unknown.stderr, (
+        f"expected exit 2 and the closest name, got exit {unknown.returncode}: {unknown.stderr}")

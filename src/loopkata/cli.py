@@ -1,9 +1,11 @@
-"""The `loopkata` command: list, check, hint, reset, restore, solution, watch, progress, room, scan, workshop."""
+"""The `loopkata` command: list, check, hint, reset, restore, solution, watch, progress, room, scan, decoy, variant,
+workshop."""
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -12,8 +14,8 @@ from .grading import runner
 from .grading.report import render_text
 from .guard import wrapper as guard_wrapper
 from .learner import backups, export, hints, progress
-from .model import catalogue
-from .model.paths import display_path
+from .model import alternatives, catalogue
+from .model.paths import display_path, shown_path
 from .room import command as room_command
 from .room import effort, regrade, workshop
 
@@ -128,8 +130,47 @@ def _named_or_in_hand(name: str | None, command: str) -> catalogue.Kata:
 
 def cmd_check(args) -> int:
     kata = _kata(args.kata) if args.kata else _kata_in_hand()
-    result = _check_once(kata, args.impl, args.json)
+    impl = args.impl
+    for kind in alternatives.KINDS:
+        if getattr(args, kind):  # a decoy or variant, named by kata and name
+            impl = alternatives.find(kata, kind, getattr(args, kind))
+    result = _check_once(kata, impl, args.json)
     return 0 if result.passed else 1
+
+
+def cmd_alternative(args) -> int:
+    """`loopkata decoy|variant list|build|new`: list a kata's, build one into a folder, write one from an edited copy."""
+    kind, kata = args.command, _kata(args.kata)
+    if args.action == "list":
+        for path in kata.decoys if kind == "decoy" else kata.variants:
+            diff = alternatives.read(kata, path)
+            print(f"{path.stem}  ({diff_lines(path)} lines, from the {diff.base})\n    {diff.sentence}")
+        return 0
+    if args.action == "build":
+        path = alternatives.find(kata, kind, args.name)
+        diff = alternatives.read(kata, path)
+        if alternatives.target_in(kata, path, args.into).exists():
+            raise FileExistsError(f"{shown_path(alternatives.target_in(kata, path, args.into))} exists already: "
+                                  "build into another folder (--into), or remove it first")
+        made = alternatives.build(kata, path, args.into)
+        print(f"Built the {kind} {path.stem} of {kata.id} from {alternatives.base_label(kata, diff)} into {shown_path(made)}.")
+        print(f"To change it, edit that copy, then: loopkata {kind} new {kata.id} {path.stem} --from {shlex.quote(shown_path(made))} "
+              f"--base {diff.base} --why {shlex.quote(diff.sentence)} --replace")
+        return 0
+    target = alternatives.make(kata, kind, args.name, args.source, args.base, args.why, notes=args.notes or "",
+                               wrong_on_python=args.wrong_on_python, replace=args.replace)
+    lines = diff_lines(target)
+    print(f"Wrote {shown_path(target)} ({lines} lines, a difference from the {args.base}); it applies to its base.")
+    if lines > alternatives.SCREEN:
+        other = "starter" if args.base == "reference" else "reference"
+        print(f"It is longer than a screen ({alternatives.SCREEN} lines): a smaller change, or --base {other}, "
+              "may say the same in fewer lines.")
+    print(f"Prove it: pytest tests/test_katas_proven.py -k '{kata.id}-{kind}-{target.stem}-'")
+    return 0
+
+
+def diff_lines(path: Path) -> int:
+    return len(Path(path).read_text(encoding="utf-8").splitlines())
 
 
 def cmd_hint(args) -> int:
@@ -324,7 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_list)
     s = sub.add_parser("check", help="grade a kata with its hidden tests (default: the first one not solved)")
     s.add_argument("kata", nargs="?")
-    s.add_argument("--impl", type=Path, help="grade this file or folder instead of your copy in katas/")
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--impl", type=Path, help="grade this file or folder instead of your copy in katas/ "
+                                                 "(or a difference, NAME.diff, built from its base)")
+    which.add_argument("--decoy", metavar="NAME", help="grade the kata's decoy NAME, a plausible wrong fix "
+                                                       "(loopkata decoy list KATA names them)")
+    which.add_argument("--variant", metavar="NAME", help="grade the kata's variant NAME, another right fix")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_check)
     s = sub.add_parser("hint", help="the next hint, matched to your last failure")
@@ -373,6 +419,40 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--select", help="only these rules, comma-separated (LK01,LK04; a prefix like LK0 works)")
     s.add_argument("--ignore", help="skip these rules, comma-separated")
     s.set_defaults(func=cmd_scan)
+    for kind, what in (("decoy", "a plausible wrong fix the hidden tests must reject"),
+                       ("variant", "another right fix the hidden tests must pass")):
+        s = sub.add_parser(kind, help=f"for kata authors: list, build or write a kata's {kind}s ({what})",
+                           description=f"A {kind} is {what}, kept as a difference from the kata's reference fix or "
+                                       f"its starter: tests/{alternatives.KINDS[kind]}/KATA/NAME.diff, whose first line "
+                                       "says what it changes and why.")
+        acts = s.add_subparsers(dest="action", required=True)
+        a = acts.add_parser("list", help=f"the kata's {kind}s, each with its sentence")
+        a.add_argument("kata")
+        a = acts.add_parser("build", help=f"write the {kind} as it is graded (its base with its difference) into a folder")
+        a.add_argument("kata")
+        a.add_argument("name")
+        a.add_argument("--into", type=Path, default=Path("."), metavar="FOLDER",
+                       help="where to write it (default: here); it is named after the " + kind)
+        a = acts.add_parser("new", help=f"write a {kind} from an edited copy of the reference fix or the starter",
+                            description=f"Write tests/{alternatives.KINDS[kind]}/KATA/NAME.diff: the difference between "
+                                        "the base and the edited copy, headed by the sentence. It is read back and applied "
+                                        "to its base before the command ends.")
+        a.add_argument("kata")
+        a.add_argument("name", help="a file name: what it does, in words (one_lock_for_every_loop)")
+        a.add_argument("--from", dest="source", type=Path, required=True, metavar="PATH",
+                       help="the edited copy: a file for a one-file kata, a folder for a folder kata (a file it lacks "
+                            "is the base's)")
+        a.add_argument("--base", choices=("reference", "starter"), required=True,
+                       help="what the copy was made from: the reference fix (solutions/) or the starter (katas/)")
+        a.add_argument("--why", required=True, metavar="SENTENCE",
+                       help=f"its first line: what it changes, and why that is {'wrong' if kind == 'decoy' else 'still right'}"
+                            f" (\"{kind.capitalize()}: ...\")")
+        a.add_argument("--notes", metavar="TEXT", help="more prose, after the header")
+        if kind == "decoy":
+            a.add_argument("--wrong-on-python", metavar="SPEC",
+                           help='only wrong on these Pythons (">=3.12"); on the others it must pass')
+        a.add_argument("--replace", action="store_true", help="write it again if it exists")
+        s.set_defaults(func=cmd_alternative, wrong_on_python=None)
     guard_wrapper.add_parser(sub)
     workshop.add_parser(sub)
     return p
@@ -395,9 +475,12 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (catalogue.UnknownKata, catalogue.CatalogueError) as exc:
+    except (catalogue.UnknownKata, catalogue.CatalogueError, alternatives.UnknownAlternative) as exc:
         print(exc, file=sys.stderr)
         return 2
+    except (alternatives.DifferenceError, FileExistsError) as exc:  # a decoy that does not apply, or is there
+        print(exc, file=sys.stderr)
+        return 1
     except FileNotFoundError as exc:
         print(exc, file=sys.stderr)
         return 2

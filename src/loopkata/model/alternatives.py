@@ -1,4 +1,4 @@
-"""A kata's decoys (plausible wrong fixes) and variants (other right fixes): found by name and built.
+"""A kata's decoys (plausible wrong fixes) and variants (other right fixes): found by name, built, written.
 
 Each is a difference from the kata's reference fix or its starter (`loopkata.model.difference`
 describes the file), in `tests/decoys/<kata>/<name>.diff` or `tests/variants/<kata>/<name>.diff`.
@@ -15,6 +15,7 @@ from .difference import Difference, DifferenceError
 
 KINDS = {"decoy": "decoys", "variant": "variants"}
 SUFFIX = ".diff"
+SCREEN = 60  # lines: a difference longer than this no longer reads in one screen
 
 
 def folder(kata: Kata, kind: str) -> Path:
@@ -92,6 +93,36 @@ def build(kata: Kata, path: Path, parent: Path) -> Path:
         (text,) = built.values()
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
+    return target
+
+
+def make(kata: Kata, kind: str, name: str, edited: Path, base: str, sentence: str, notes: str = "",
+         wrong_on_python: str | None = None, replace: bool = False) -> Path:
+    """Write `kata`'s decoy or variant `name`, the difference between its base and the edited copy.
+
+    `edited` is a file (a one-file kata) or a folder; a file the folder lacks is the base's, so a
+    copy may hold only the files it changes. The written difference is read back and applied to
+    its base before this returns; DifferenceError or FileExistsError (one line) otherwise.
+    """
+    if not name or Path(name).name != name or name.startswith(("_", ".")):
+        raise DifferenceError(f"'{name}' cannot name a {kind}: use a file name such as one_loop_per_thread")
+    target = folder(kata, kind) / (name.removesuffix(SUFFIX) + SUFFIX)
+    if target.exists() and not replace:
+        raise FileExistsError(f"{target.relative_to(kata.root)} exists already; give --replace to write it again")
+    base_dir = kata.solution_path if base == "reference" else kata.kata_path
+    base_files = files_in(base_dir)
+    edited = Path(edited)
+    if edited.is_dir() != base_dir.is_dir():
+        raise DifferenceError(f"{kata.id} is a {'folder' if base_dir.is_dir() else 'one-file'} kata: give "
+                              f"{'a folder' if base_dir.is_dir() else 'one file'} as the edited copy, not {edited}")
+    copy = files_in(edited)
+    changed = {**base_files, **copy} if edited.is_dir() else {base_dir.name: next(iter(copy.values()))}
+    text = difference.render(sentence, base, difference.unified(base_files, changed), notes, wrong_on_python)
+    diff = difference.parse(text, f"{kind} {kata.id}/{target.stem}")
+    if difference.apply(diff, base_files) != changed:  # a guard on this module's own diff
+        raise DifferenceError(f"{kind} {kata.id}/{target.stem}: the diff written does not give the edited copy back")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
     return target
 
 

@@ -128,7 +128,7 @@ def _named(kata: Kata, kind: str, paths: list[Path], name: str) -> Path:
     close = difflib.get_close_matches(wanted, known, n=1)
     maybe = f" Did you mean '{close[0]}'?" if close else ""
     raise UnknownAlternative(f"{kata.id} has no {kind} called '{name}'.{maybe} Its {kind}s are: "
-                             f"{', '.join(known) or 'none'}.")
+                             f"{', '.join(known) or 'none'} (`loopkata {kind} list {kata.id}`).")
 
 
 def _entries(folder: Path) -> list[Path]:
