@@ -178,3 +178,20 @@ def test_check_names_a_decoy_by_its_name_and_says_which_names_there_are(tmp_path
     unknown = _loopkata(ROOT, "check", "bound-semaphore", "--decoy", "rebuild_on_loop")
     assert unknown.returncode == 2 and "Did you mean 'rebuild_on_loop_id'?" in unknown.stderr, (
         f"expected exit 2 and the closest name, got exit {unknown.returncode}: {unknown.stderr}")
+
+
+def test_the_check_panel_of_a_decoy_opens_on_its_sentence_with_its_diff_folded_under_it():
+    """a notebook's check panel of a decoy starts with the decoy's sentence, and folds its diff under it"""
+    from loopkata.panel import CheckPanel
+
+    kata = catalogue.find("bound-semaphore", ROOT)
+    decoy = kata.decoy("rebuild_on_loop_id")
+    result = runner.CheckResult(kata=kata.id, impl=str(decoy), verdict=runner.FAILED)
+    panel = CheckPanel(kata, result, decoy)
+    bundle = panel._repr_mimebundle_()
+    first = bundle["text/plain"].splitlines()[0]
+    assert first == ("Decoy: rebuild the limiter whenever id(loop) changes. (decoy rebuild_on_loop_id, a difference "
+                     "from the reference fix (solutions/01_bound_semaphore.py))"), f"expected the sentence first, got {first!r}"
+    shown = bundle["text/html"]
+    assert "<details class='loopkata-difference'" in shown and "-import weakref</span>" in shown, (
+        "expected the decoy's diff, its removed lines marked, folded in the panel's html")

@@ -27,7 +27,7 @@ FAILURES_TO_RESTART = 3    # the kubelet's default failureThreshold
 
 # The store's thread lock, per run. "Lock" is the store as shipped. "none" is the
 # store with its thread lock removed: it cannot deadlock, and it is a wrong fix
-# (tests/decoys/lock-reentry/remove_the_lock/: threads sharing the lock file lose
+# (the kata's decoy remove_the_lock: threads sharing the lock file lose
 # updates), which one upload at a time never shows. It is here only to measure
 # what a blocking `async def` costs /health on its own.
 LOCKS = {"Lock": "threading.Lock, as shipped", "none": "no thread lock"}

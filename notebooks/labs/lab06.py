@@ -11,8 +11,8 @@ never be the notebook's kernel.
   when the kernel exits. Admin work runs on a thread of its own, because the
   kernel's main thread already runs an event loop.
 - `variant(starter, label)`: the pristine starter with one of the kata's decoys
-  (a wrong fix, tests/decoys/cross-loop-pool/) laid over it; `WRONG_FIXES`
-  names them.
+  (a wrong fix) laid over it: the files where it differs from the reference fix;
+  `WRONG_FIXES` names them.
 - `replay(package, server, database, steps, running)`: one process, one API
   event loop, and a sequence of API requests ("r") and jobs ("j"). A job runs
   as the inline dispatcher runs it: the package's own `tasks.refresh_totals`
@@ -62,7 +62,6 @@ from .shared import decoy_over, ended, forked_run, in_a_thread
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 ROOT = NOTEBOOKS.parent
-DECOYS = ROOT / "tests" / "decoys" / "cross-loop-pool"
 
 SCHEMA = """
 CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, cents integer NOT NULL,
@@ -71,7 +70,7 @@ CREATE TABLE totals (customer text PRIMARY KEY, cents bigint NOT NULL, orders in
                      served_by integer NOT NULL DEFAULT pg_backend_pid());
 """
 
-# What the widget and the figure call each wrong fix -> its decoy folder.
+# What the widget and the figure call each wrong fix -> the kata's decoy of that name.
 WRONG_FIXES = {
     "dispose() at the start of each job": "dispose_at_job_start",
     "pool_pre_ping=True": "pool_pre_ping",
@@ -150,7 +149,7 @@ def tables(server, database: str) -> list[str]:
 @functools.cache
 def variant(starter: Path, label: str) -> Path:
     """The pristine starter with the decoy named `label` (a key of WRONG_FIXES) laid over it."""
-    return decoy_over(starter, DECOYS / WRONG_FIXES[label], "loopkata-nb06-")
+    return decoy_over(starter, "cross-loop-pool", WRONG_FIXES[label], "loopkata-nb06-")
 
 
 # --- the child process ------------------------------------------------------------

@@ -25,10 +25,10 @@ from .shared import in_a_thread
 def tidy(text: str) -> str:
     """Paths shortened: the kata's own files to name and line, Python's and the libraries' to folder and name.
 
-    The grader runs a decoy laid over the reference fix's other files, and names them from the
-    project's folder: those are the kata's own files too, and only their names are shown."""
-    text = re.sub(r"(?<![\w./-])(?:(?:solutions|katas)/06_cross_loop_pool|tests/decoys/cross-loop-pool/\w+)/"
-                  r"(?=[\w.]+\.py)", "", text)
+    The grader builds a decoy from the reference fix or the starter, and names its files from the
+    project's folder, or as the decoy's own (<decoy NAME>/db.py) where it changed them: those are
+    the kata's own files too, and only their names are shown."""
+    text = re.sub(r"(?<![\w./-])(?:(?:solutions|katas)/06_cross_loop_pool|<decoy \w+>)/(?=[\w.]+\.py)", "", text)
 
     def short(m):
         folder, name, line = m.group(1), m.group(2), m.group(3) or ""

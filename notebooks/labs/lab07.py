@@ -9,7 +9,7 @@ filesystem transport in a new folder per run: a message is a file,
 - `worker_commands(package, deploy)`: the Celery worker command lines of a
   Procfile, as the platform reads it (one `name: command` per line).
 - `variant(package, decoy)`: the package with one of the kata's decoys (a
-  wrong fix from tests/decoys/silent-queue/) laid over it, in a temp folder.
+  wrong fix, named by its name) laid over it, in a temp folder.
 - `child(package, code)`: run `code` in a fresh process where `app` is the
   package's Celery app, pointed at a fresh broker folder (`broker`);
   `said(out)` prints what it printed.
@@ -43,7 +43,6 @@ from loopkata import run_isolated
 from .shared import decoy_over
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
-DECOYS = NOTEBOOKS.parent / "tests" / "decoys" / "silent-queue"
 
 CELERY = "celery -A reports.celery_app worker"
 # (label, task name, args, kwargs): one task of every kind the app knows.
@@ -66,8 +65,8 @@ def worker_commands(package: Path, deploy: str = "Procfile") -> list[str]:
 
 
 def variant(package: Path, decoy: str) -> Path:
-    """A copy of `package` with the decoy tests/decoys/silent-queue/<decoy>/ laid over it."""
-    return decoy_over(package, DECOYS / decoy, "")
+    """A copy of `package` with the files where the kata's decoy `decoy` differs from the reference fix."""
+    return decoy_over(package, "silent-queue", decoy, "")
 
 
 # Runs first in every child: a fresh broker folder, chosen before the app is imported

@@ -10,8 +10,9 @@ cancelled, and its `finally`). The server, the draft and the client are the
 ones the kata's hidden tests use (tests/hidden/keepalive_stream_harness.py);
 the child always stops its server, and `run_isolated` kills it if it hangs.
 
-A decoy of the kata holds only the files it changes: `stream(STARTER,
-over=DECOY)` lays them over the starter. `show(run)` prints what arrived,
+`decoy(name)` is a folder holding the files where the kata's decoy `name` (a
+wrong fix) differs from the reference fix: `stream(STARTER, over=decoy(name))`
+lays them over the starter. `show(run)` prints what arrived,
 `draw(run, ax, title)` draws its timeline (`rows(run)` of them), and
 `cancelling_waits(path)` finds the lines that wait for a generator's next event
 under a deadline that cancels it. `leave_midway(impl, steps, keepalive)` is a
@@ -28,9 +29,10 @@ from matplotlib.lines import Line2D
 
 from loopkata import run_isolated
 
+from .shared import decoy_files
+
 ROOT = Path(__file__).resolve().parents[2]  # the project: notebooks/labs/ -> notebooks/ -> .
 HARNESS = ROOT / "tests" / "hidden"  # where keepalive_stream_harness.py lives
-DECOYS = ROOT / "tests" / "decoys" / "keepalive-stream"
 
 # The start of every child process: the app at `impl` (with the decoy at `over` laid over it)
 # loaded from a private copy, as `app`. Every path it is given is absolute: the notebook
@@ -68,6 +70,11 @@ _CHILD = _LOAD_APP + """
         "starts": script.starts(), "errors": server.error_text(),
     }}))
 """
+
+
+def decoy(name: str) -> Path:
+    """The files where the kata's decoy `name` differs from the reference fix, in a folder of their own."""
+    return decoy_files("keepalive-stream", name, "loopkata-nb09-")
 
 
 def stream(impl, steps, keepalive, over=None, timeout=60.0) -> dict:

@@ -24,7 +24,8 @@ arrived and under which key). `show(result)` prints them; `draw(ax, result,
 label, color)` draws the connections the service accepted, invocation by
 invocation, with a cross at each invocation that failed; `run_all({name: impl},
 steps)` runs several at once. `costs()` times what
-an invocation pays for a new event loop and for a new session.
+an invocation pays for a new event loop and for a new session. `decoy(name)`
+is a private copy of the kata's decoy `name` (a wrong fix), to run.
 """
 from __future__ import annotations
 
@@ -32,12 +33,16 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from loopkata import run_isolated
+from loopkata import decoy_copy, run_isolated
 
 ROOT = Path(__file__).resolve().parents[2]  # the project: notebooks/labs/ -> notebooks/ -> .
 HARNESS = ROOT / "tests" / "hidden"  # where warm_invocation_harness.py lives
-DECOYS = ROOT / "tests" / "decoys" / "warm-invocation"
 STEPS = ("lookup", "reserve", "freeze", "drop")
+
+
+def decoy(name: str) -> Path:
+    """A private copy of the kata's decoy `name`, built from its base: a file named after it."""
+    return decoy_copy("warm-invocation", name)
 
 _CHILD = """
 import json, sys

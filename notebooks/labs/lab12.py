@@ -26,15 +26,17 @@ import matplotlib.pyplot as plt
 
 from loopkata import run_isolated
 
+from .shared import decoy_files
+
 ROOT = Path(__file__).resolve().parents[2]  # the project: notebooks/labs/ -> notebooks/ -> .
 HIDDEN = ROOT / "tests" / "hidden"  # where the warehouse's stand-in lives (nested_run_harness.py)
-DECOYS = ROOT / "tests" / "decoys" / "nested-run"
 
 PROBE_EVERY = 0.05  # seconds between two liveness probes
 KUBELET_TIMEOUT = 1.0  # seconds: a liveness probe's default timeoutSeconds
 SEND_AT = 0.3  # seconds of calm before the request is sent
 
-# Each runner: the decoy folder whose files replace the starter's (None: the starter as shipped).
+# Each runner: the kata's decoy whose files (where it differs from the reference fix) replace the starter's
+# (None: the starter as shipped).
 RUNNERS = {
     "as shipped": None,
     "Celery eager": "celery_task_always_eager",
@@ -130,7 +132,7 @@ def serve(starter: Path, runner: str = "as shipped", seconds: float = 1.0) -> di
     overlay = RUNNERS[runner]
     watch = seconds + 4
     code = (_CHILD.replace("HIDDEN", repr(str(HIDDEN))).replace("STARTER", repr(str(starter)))
-            .replace("OVERLAY", repr(str(DECOYS / overlay) if overlay else ""))
+            .replace("OVERLAY", repr(str(decoy_files("nested-run", overlay, "loopkata-nb12-")) if overlay else ""))
             .replace("SECONDS", repr(seconds)).replace("WATCH", repr(watch))
             .replace("SEND_AT", repr(SEND_AT)).replace("PROBE_EVERY", repr(PROBE_EVERY)))
     outcome = run_isolated(code, timeout=watch + 20)

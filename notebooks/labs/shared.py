@@ -2,8 +2,9 @@
 kernel's thread, and how a child process ended.
 
 - `scratch(prefix)`: a new folder inside this kernel's workspace, removed when the kernel exits.
-- `decoy_over(code, decoy, prefix)`: a copy of the package `code` with the decoy's files
-  (tests/decoys/<kata>/<decoy>/, a wrong fix) laid over it.
+- `decoy_files(kata, decoy, prefix)`: a folder holding the files where the kata's decoy (a wrong
+  fix, named by kata and name) differs from the reference fix; `decoy_over(code, kata, decoy,
+  prefix)`: a copy of the package `code` with those files laid over it.
 - `in_a_thread(coro_fn, timeout)`: `asyncio.run(coro_fn())` on a thread of its own, for
   the kernel, whose own thread already runs an event loop.
 - `forked_run(target, args, env, preload, timeout)`: `target(*args)` in a process forked from
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from loopkata.grading.repro import Outcome
 from loopkata.grading.supervise import kill_group_of
+from loopkata.model import alternatives, catalogue
 
 _workspace: list[Path] = []
 
@@ -38,13 +40,22 @@ def scratch(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=_workspace[0]))
 
 
-def decoy_over(code: Path, decoy: Path, prefix: str) -> Path:
-    """A copy of the package `code` with the files of the decoy folder `decoy` laid over it."""
-    folder = scratch(prefix + decoy.name + "-") / Path(code).name
+def decoy_files(kata: str, decoy: str, prefix: str = "") -> Path:
+    """A new folder holding the files where the decoy `decoy` of kata `kata` differs from the reference fix."""
+    found = catalogue.find(kata)
+    folder = scratch(prefix + decoy + "-")
+    for rel, text in alternatives.own_files(found, alternatives.find(found, "decoy", decoy)).items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+    return folder
+
+
+def decoy_over(code: Path, kata: str, decoy: str, prefix: str) -> Path:
+    """A copy of the package `code` with the files where kata `kata`'s decoy `decoy` differs from the
+    reference fix laid over it."""
+    folder = scratch(prefix + decoy + "-") / Path(code).name
     shutil.copytree(code, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    for f in decoy.iterdir():
-        if f.is_file() and f.name != "__init__.py":  # a decoy's __init__ is its docstring: why it is wrong
-            shutil.copy2(f, folder / f.name)
+    shutil.copytree(decoy_files(kata, decoy, prefix), folder, dirs_exist_ok=True)
     return folder
 
 

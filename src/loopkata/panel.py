@@ -22,7 +22,7 @@ from IPython.display import display
 from .grading import runner
 from .grading.report import MARK, headline, render_text, stack_repeats
 from .learner import hints, progress, questions
-from .model import catalogue
+from .model import alternatives, catalogue
 from .room import effort
 
 _COLOURS = {"passed": "#1a7f37", "failed": "#cf222e", "hang": "#9a6700", "error": "#cf222e",
@@ -79,13 +79,38 @@ def _row(test, show_stacks: bool, repeats: int = 0) -> str:
     )
 
 
-class CheckPanel(_TextWidget):
-    """One row per hidden test, a "Next hint" button, and the reference fix once solved."""
+_DIFF_COLOURS = {"+": "#1a7f37", "-": "#cf222e", "@": "#8250df"}
 
-    def __init__(self, kata: catalogue.Kata, result: runner.CheckResult):
+
+def _difference(kata: catalogue.Kata, path: Path) -> tuple[str, str]:
+    """What a decoy or variant changes, (text, html): its sentence, and its diff folded under it."""
+    try:
+        diff = alternatives.read(kata, path)
+    except alternatives.DifferenceError:
+        return "", ""  # the check says why it could not be built
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    body = lines[next(i for i, line in enumerate(lines) if line.startswith("--- ")):]
+    shown = "".join(
+        f"<span style='color:{_DIFF_COLOURS[line[0]]}'>{html.escape(line)}</span>\n"
+        if line[:1] in _DIFF_COLOURS and not line.startswith(("+++", "---")) else f"{html.escape(line)}\n"
+        for line in body)
+    what = f"{alternatives.label(kata, path)}, a difference from {alternatives.base_label(kata, diff)}"
+    folded = (f"<details class='loopkata-difference' style='margin:0 0 6px 0'><summary><i>{html.escape(diff.sentence)}"
+              f"</i> ({html.escape(what)}: its {len(body)} lines)</summary>"
+              f"<pre style='{_WRAP};font-size:85%;margin:4px 0 0 0'>{shown}</pre></details>")
+    return f"{diff.sentence} ({what})", folded
+
+
+class CheckPanel(_TextWidget):
+    """One row per hidden test, a "Next hint" button, and the reference fix once solved; for a decoy or a
+    variant, what it changes first (its sentence, and its diff folded under it)."""
+
+    def __init__(self, kata: catalogue.Kata, result: runner.CheckResult, difference: Path | None = None):
         self.kata, self.result = kata, result
         colour = _COLOURS.get(result.verdict, "#57606a")
-        header = (
+        said, shown = _difference(kata, difference) if difference else ("", "")
+        header = shown + (
             f"<div class='loopkata-headline' style='color:{colour};font-weight:bold'>"
             f"{html.escape(headline(result, kata))}</div>"
         )
@@ -111,7 +136,7 @@ class CheckPanel(_TextWidget):
             layout=widgets.Layout(border=f"2px solid {colour}", padding="6px"),
         )
         self.add_class("loopkata-panel")
-        self._text = render_text(result, kata)
+        self._text = (said + "\n" if said else "") + render_text(result, kata)
         after = "The result stored with the notebook: run the cell to grade again and to get hints."
         if result.passed:
             self._text += f"\n  The reference fix is in solutions/{kata.path}: compare it with yours."
@@ -147,14 +172,18 @@ class Notice(_TextWidget):
         self._text, self._html = text, paragraph
 
 
-def check(name: str, impl=None):
+def check(name: str, impl=None, *, decoy: str | None = None, variant: str | None = None):
     """Grade a kata out of the kernel and show the result panel.
 
-    `impl` grades another file or folder (default: your copy in katas/).
+    `impl` grades another file or folder (default: your copy in katas/); `decoy="NAME"` or
+    `variant="NAME"` grades one of the kata's decoys (wrong fixes) or variants (right ones).
     """
     try:
         kata = catalogue.find(name)
-    except (catalogue.UnknownKata, catalogue.CatalogueError) as exc:
+        for kind, wanted in (("decoy", decoy), ("variant", variant)):
+            if wanted:
+                impl = alternatives.find(kata, kind, wanted)
+    except (catalogue.UnknownKata, catalogue.CatalogueError, alternatives.UnknownAlternative) as exc:
         return Notice(str(exc))
     try:
         result = runner.check(kata, impl)
@@ -165,7 +194,7 @@ def check(name: str, impl=None):
             progress.record_check(kata, result)
         except progress.NotSaved as exc:
             print(exc)  # the verdict below still stands
-    return CheckPanel(kata, result)
+    return CheckPanel(kata, result, Path(impl) if impl is not None and alternatives.is_difference(impl) else None)
 
 
 class Question(_TextWidget):
@@ -227,6 +256,17 @@ def ask(qid: str):
 def pristine_starter(name: str) -> Path:
     """The path of a private copy of kata `name`'s shipped starter, for reproducing the bug."""
     return progress.pristine_starter(catalogue.find(name))
+
+
+def decoy_copy(name: str, decoy: str) -> Path:
+    """The path of a private copy of kata `name`'s decoy `decoy` (a plausible wrong fix), built from
+    its base: a file or folder named after the decoy, to run, read or scan."""
+    return progress.alternative_copy(catalogue.find(name), "decoy", decoy)
+
+
+def variant_copy(name: str, variant: str) -> Path:
+    """The path of a private copy of kata `name`'s variant `variant` (another right fix), built from its base."""
+    return progress.alternative_copy(catalogue.find(name), "variant", variant)
 
 
 def once_solved(name: str):

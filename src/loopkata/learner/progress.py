@@ -17,6 +17,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Callable
 
-from ..model import starters
+from ..model import alternatives, starters
 from ..model.catalogue import Kata, project_root
 from ..model.paths import shown_path
 from ..model.starters import StarterUnavailable  # noqa: F401  (raised by reset and starter_files)
@@ -311,6 +312,17 @@ def status(kata: Kata) -> str:
     if saved == SOLVED:
         return SOLVED
     return ATTEMPTED if saved == ATTEMPTED or not is_untouched(kata) else UNTOUCHED
+
+
+def alternative_copy(kata: Kata, kind: str, name: str) -> Path:
+    """A private copy of the kata's decoy or variant `name`, built from its base (a file or folder
+    named after it), for a notebook that runs, reads or scans it."""
+    path = alternatives.find(kata, kind, name)
+    folder = state_dir() / alternatives.KINDS[kind] / kata.id
+    target = alternatives.target_in(kata, path, folder)
+    if target.is_dir():
+        shutil.rmtree(target)  # a file the last build had and this one has not must go
+    return alternatives.build(kata, path, folder)
 
 
 def pristine_starter(kata: Kata) -> Path:

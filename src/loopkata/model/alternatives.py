@@ -73,6 +73,13 @@ def files(kata: Kata, path: Path) -> dict[str, str]:
     return difference.apply(diff, files_in(base_path(kata, diff)), base_label(kata, diff))
 
 
+def own_files(kata: Kata, path: Path) -> dict[str, str]:
+    """The files where the implementation the difference makes differs from the reference fix: what it
+    changes when laid over another copy of a folder kata (a notebook lays a decoy over the starter)."""
+    reference = files_in(kata.solution_path)
+    return {rel: text for rel, text in files(kata, path).items() if reference.get(rel) != text}
+
+
 def target_in(kata: Kata, path: Path, parent: Path) -> Path:
     """Where `build` puts the implementation in `parent`: a file or a folder named after the difference."""
     suffix = "" if kata.solution_path.is_dir() else kata.solution_path.suffix
