@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from loopkata.grading import runner
-from loopkata.model import alternatives, catalogue, difference
+from loopkata.model import alternatives, catalogue, difference, starters
 from loopkata.model.difference import DifferenceError
+from loopkata.model.starters import StarterUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 KATAS = catalogue.load(ROOT)
@@ -121,8 +122,8 @@ def test_a_decoy_is_built_once_per_check_and_its_changed_files_are_named_as_the_
     """a check builds the decoy from its base once, and names the file the diff changes <decoy NAME>/FILE"""
     kata = catalogue.find("bound-semaphore", ROOT)
     built = []
-    files = alternatives.files
-    monkeypatch.setattr(alternatives, "files", lambda *args: built.append(args) or files(*args))
+    apply = difference.apply
+    monkeypatch.setattr(difference, "apply", lambda *args: built.append(args) or apply(*args))
     result = runner.check(kata, kata.decoy("rebuild_on_loop_id"), until_failed=True)
     assert len(built) == 1, f"expected the decoy to be built once for the check, it was built {len(built)} times"
     assert result.verdict == runner.FAILED, f"expected the decoy to fail, got {result.verdict}: {result.problem}"
@@ -144,6 +145,23 @@ def _loopkata(root: Path, *args) -> subprocess.CompletedProcess:
     env = {**os.environ, "LOOPKATA_ROOT": str(root), "PYTHONPATH": str(ROOT / "src")}
     return subprocess.run([sys.executable, "-m", "loopkata", *args], cwd=root, env=env, capture_output=True,
                           text=True, timeout=120)
+
+
+def test_a_decoy_from_the_starter_is_built_from_the_starter_as_shipped_never_from_the_learners_edits(tmp_path):
+    """a decoy whose base is the starter is built from the starter as shipped, even once the learner has edited katas/"""
+    root = _project(tmp_path)
+    shutil.copytree(ROOT / "tests" / "decoys" / "loop-id-reuse", root / "tests" / "decoys" / "loop-id-reuse")
+    kata = catalogue.find("loop-id-reuse", root)
+    decoy = kata.decoy("weakref_identity_no_close")
+    assert alternatives.read(kata, decoy).base == "starter", "expected a decoy whose base is the starter"
+    as_shipped = alternatives.files(kata, decoy)
+    snapshots = tmp_path / "snapshots"  # what the learner's state folder keeps of the starter (this copy has no git)
+    starters.remember(starters.shipped(kata), snapshots)
+    kata.kata_path.write_text("# the learner's fix, half written\n", encoding="utf-8")
+    assert alternatives.files(kata, decoy, snapshots) == as_shipped, (
+        "expected the decoy built from the starter as shipped, not from the learner's edited katas/ file")
+    with pytest.raises(StarterUnavailable):  # no git, no snapshot: refused rather than built from the learner's file
+        alternatives.files(kata, decoy)
 
 
 def test_decoy_new_writes_a_difference_that_builds_back_into_the_edited_copy(tmp_path):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from loopkata.grading.repro import Outcome
 from loopkata.grading.supervise import kill_group_of
+from loopkata.learner import progress
 from loopkata.model import alternatives, catalogue
 
 _workspace: list[Path] = []
@@ -44,7 +45,8 @@ def decoy_files(kata: str, decoy: str, prefix: str = "") -> Path:
     """A new folder holding the files where the decoy `decoy` of kata `kata` differs from the reference fix."""
     found = catalogue.find(kata)
     folder = scratch(prefix + decoy + "-")
-    for rel, text in alternatives.own_files(found, alternatives.find(found, "decoy", decoy)).items():
+    own = alternatives.own_files(found, alternatives.find(found, "decoy", decoy), progress.starter_snapshots())
+    for rel, text in own.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text, encoding="utf-8")
     return folder

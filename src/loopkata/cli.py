@@ -152,7 +152,7 @@ def cmd_alternative(args) -> int:
         if alternatives.target_in(kata, path, args.into).exists():
             raise FileExistsError(f"{shown_path(alternatives.target_in(kata, path, args.into))} exists already: "
                                   "build into another folder (--into), or remove it first")
-        made = alternatives.build(kata, path, args.into)
+        made = alternatives.build(kata, path, args.into, progress.starter_snapshots())
         print(f"Built the {kind} {path.stem} of {kata.id} from {alternatives.base_label(kata, diff)} into {shown_path(made)}.")
         print(f"To change it, edit that copy, then: loopkata {kind} new {kata.id} {path.stem} --from {shlex.quote(shown_path(made))} "
               f"--base {diff.base} --why {shlex.quote(diff.sentence)} --replace")
@@ -478,7 +478,8 @@ def main(argv=None) -> int:
     except (catalogue.UnknownKata, catalogue.CatalogueError, alternatives.UnknownAlternative) as exc:
         print(exc, file=sys.stderr)
         return 2
-    except (alternatives.DifferenceError, FileExistsError) as exc:  # a decoy that does not apply, or is there
+    except (alternatives.DifferenceError, alternatives.StarterUnavailable, FileExistsError) as exc:
+        # a decoy that does not apply, a starter whose shipped copy is lost, a decoy that is there already
         print(exc, file=sys.stderr)
         return 1
     except FileNotFoundError as exc:

@@ -24,6 +24,7 @@ from ..model import alternatives, catalogue
 from ..services import containers
 from ..model.catalogue import Kata
 from ..model.difference import DifferenceError
+from ..model.starters import StarterUnavailable
 from ..model.paths import display_path
 from .cpu_wait import stretch_cap
 from .frames import describe_frames
@@ -144,27 +145,29 @@ def _snapshot(kata: Kata, impl: Path, tmp: Path) -> tuple[Path, dict[str, str], 
     Returns the copy to grade, how to name each copied file after the file it came
     from (so messages never show a temporary path), and what the sources held.
     """
+    names, unchanged = {}, set()
     if alternatives.is_difference(impl):
         held = _contents(impl)  # the difference itself: a change to it while the check runs grades it again
         copy = alternatives.target_in(kata, impl, tmp / "impl")
         base = alternatives.base_path(kata, alternatives.read(kata, impl))
+        built, original = alternatives.built_from_base(kata, impl)  # DifferenceError: it does not apply
         files = {(copy / rel if base.is_dir() else copy): (text.encode("utf-8"), base / rel if base.is_dir() else base)
-                 for rel, text in alternatives.files(kata, impl).items()}  # DifferenceError: it does not apply
+                 for rel, text in built.items()}
+        unchanged = {copy / rel if base.is_dir() else copy for rel, text in built.items() if original.get(rel) == text}
     else:
         copy = tmp / "impl" / impl.name
         files = {(copy / f.relative_to(impl) if impl.is_dir() else copy): (f.read_bytes(), f)
                  for f in catalogue.files_of(impl)}
         held = {str(f.relative_to(impl)) if impl.is_dir() else f.name: data for data, f in files.values()}
-    names = {}
     for target, (data, f) in files.items():
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-        if f != impl and impl not in f.parents:  # built from a base: named after the file it matches
-            starter = kata.kata_path / f.relative_to(kata.solution_path) if kata.solution_path in f.parents else None
-            if not _same_file(f, data):  # a file the difference changes exists nowhere but in the check
+        if f != impl and impl not in f.parents:  # built from a base: named after the base's file it keeps
+            if target not in unchanged:  # a file the difference changes exists nowhere but in the check
                 shown = f"<{alternatives.label(kata, impl)}>/{target.relative_to(copy) if target != copy else f.name}"
                 names.update(dict.fromkeys((os.path.relpath(target, kata.root), display_path(target), str(target)), shown))
                 continue
+            starter = kata.kata_path / f.relative_to(kata.solution_path) if kata.solution_path in f.parents else None
             if starter is not None and _same_file(starter, data):
                 f = starter  # a reference file the starter ships unchanged: named as the learner knows it
         # the child names files relative to the project, this process relative to its cwd
@@ -313,6 +316,9 @@ def _grade(kata: Kata, impl: Path, until_failed: bool) -> tuple[CheckResult, dic
             graded, names, held = _snapshot(kata, impl, tmp)
         except DifferenceError as exc:
             result.problem = f"{exc}. Nothing was graded: the implementation could not be built from its base."
+            return result, None
+        except StarterUnavailable as exc:  # a difference from the starter, whose shipped copy is lost
+            result.problem = f"{alternatives.label(kata, impl)} is a difference from the starter as shipped. {exc}"
             return result, None
         if difference and (problem := syntax_problem(graded)):
             result.problem = _rename(problem, names)

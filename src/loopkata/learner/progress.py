@@ -287,6 +287,11 @@ def record_check(kata: Kata, result) -> None:
 # --- starters and status -------------------------------------------------------
 
 def _snapshots() -> Path:
+    return starter_snapshots()
+
+
+def starter_snapshots() -> Path:
+    """Where verified copies of the shipped starters are kept, for a learner without git."""
     return state_dir() / "starters"
 
 
@@ -322,7 +327,7 @@ def alternative_copy(kata: Kata, kind: str, name: str) -> Path:
     target = alternatives.target_in(kata, path, folder)
     if target.is_dir():
         shutil.rmtree(target)  # a file the last build had and this one has not must go
-    return alternatives.build(kata, path, folder)
+    return alternatives.build(kata, path, folder, _snapshots())
 
 
 def pristine_starter(kata: Kata) -> Path:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import catalogue, difference
+from . import catalogue, difference, starters
 from .catalogue import Kata, UnknownAlternative  # noqa: F401  (raised by find, for the callers to catch)
 from .difference import Difference, DifferenceError
+from .starters import StarterUnavailable
 
 KINDS = {"decoy": "decoys", "variant": "variants"}
 SUFFIX = ".diff"
@@ -51,12 +52,25 @@ def read(kata: Kata, path: Path) -> Difference:
 
 
 def base_path(kata: Kata, diff: Difference) -> Path:
+    """Where the base is shipped: solutions/ for the reference fix, katas/ for the starter (which a learner
+    edits: the starter a difference applies to is always the one shipped, `base_files`)."""
     return kata.solution_path if diff.base == "reference" else kata.kata_path
 
 
 def base_label(kata: Kata, diff: Difference) -> str:
     shown = base_path(kata, diff).relative_to(kata.root).as_posix()
-    return f"the {'reference fix' if diff.base == 'reference' else 'starter'} ({shown})"
+    return f"the {'reference fix' if diff.base == 'reference' else 'starter as shipped'} ({shown})"
+
+
+def base_files(kata: Kata, base: str, snapshots: Path | None = None) -> dict[str, str]:
+    """The files of the reference fix, or of the starter as shipped (never the learner's edits: from katas/ while
+    untouched, else from git or the `snapshots` folder; StarterUnavailable if there is no true copy)."""
+    if base == "reference":
+        return files_in(kata.solution_path)
+    shipped = starters.shipped(kata, snapshots)
+    inside = Path(kata.path)
+    return {(rel.relative_to(inside).as_posix() if kata.kata_path.is_dir() else rel.name): data.decode("utf-8")
+            for rel, data in shipped.items()}
 
 
 def files_in(path: Path) -> dict[str, str]:
@@ -67,17 +81,23 @@ def files_in(path: Path) -> dict[str, str]:
     return {path.name: path.read_text(encoding="utf-8")}
 
 
-def files(kata: Kata, path: Path) -> dict[str, str]:
+def files(kata: Kata, path: Path, snapshots: Path | None = None) -> dict[str, str]:
     """The files of the implementation the difference in `path` makes from its base."""
+    return built_from_base(kata, path, snapshots)[0]
+
+
+def built_from_base(kata: Kata, path: Path, snapshots: Path | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """(the files the difference in `path` makes, the files of its base): DifferenceError if it does not apply."""
     diff = read(kata, path)
-    return difference.apply(diff, files_in(base_path(kata, diff)), base_label(kata, diff))
+    base = base_files(kata, diff.base, snapshots)
+    return difference.apply(diff, base, base_label(kata, diff)), base
 
 
-def own_files(kata: Kata, path: Path) -> dict[str, str]:
+def own_files(kata: Kata, path: Path, snapshots: Path | None = None) -> dict[str, str]:
     """The files where the implementation the difference makes differs from the reference fix: what it
     changes when laid over another copy of a folder kata (a notebook lays a decoy over the starter)."""
     reference = files_in(kata.solution_path)
-    return {rel: text for rel, text in files(kata, path).items() if reference.get(rel) != text}
+    return {rel: text for rel, text in files(kata, path, snapshots).items() if reference.get(rel) != text}
 
 
 def target_in(kata: Kata, path: Path, parent: Path) -> Path:
@@ -86,11 +106,11 @@ def target_in(kata: Kata, path: Path, parent: Path) -> Path:
     return Path(parent) / (Path(path).stem + suffix)
 
 
-def build(kata: Kata, path: Path, parent: Path) -> Path:
+def build(kata: Kata, path: Path, parent: Path, snapshots: Path | None = None) -> Path:
     """Write the implementation the difference in `path` makes into `parent`; its file or folder.
 
     DifferenceError (one line naming the difference and the hunk) if it does not apply."""
-    built = files(kata, path)
+    built = files(kata, path, snapshots)
     target = target_in(kata, path, parent)
     if kata.solution_path.is_dir():
         for rel, text in built.items():
@@ -116,17 +136,17 @@ def make(kata: Kata, kind: str, name: str, edited: Path, base: str, sentence: st
     target = folder(kata, kind) / (name.removesuffix(SUFFIX) + SUFFIX)
     if target.exists() and not replace:
         raise FileExistsError(f"{target.relative_to(kata.root)} exists already; give --replace to write it again")
-    base_dir = kata.solution_path if base == "reference" else kata.kata_path
-    base_files = files_in(base_dir)
+    folder_kata = kata.solution_path.is_dir()
+    original = base_files(kata, base)
     edited = Path(edited)
-    if edited.is_dir() != base_dir.is_dir():
-        raise DifferenceError(f"{kata.id} is a {'folder' if base_dir.is_dir() else 'one-file'} kata: give "
-                              f"{'a folder' if base_dir.is_dir() else 'one file'} as the edited copy, not {edited}")
+    if edited.is_dir() != folder_kata:
+        raise DifferenceError(f"{kata.id} is a {'folder' if folder_kata else 'one-file'} kata: give "
+                              f"{'a folder' if folder_kata else 'one file'} as the edited copy, not {edited}")
     copy = files_in(edited)
-    changed = {**base_files, **copy} if edited.is_dir() else {base_dir.name: next(iter(copy.values()))}
-    text = difference.render(sentence, base, difference.unified(base_files, changed), notes, wrong_on_python)
+    changed = {**original, **copy} if folder_kata else {kata.solution_path.name: next(iter(copy.values()))}
+    text = difference.render(sentence, base, difference.unified(original, changed), notes, wrong_on_python)
     diff = difference.parse(text, f"{kind} {kata.id}/{target.stem}")
-    if difference.apply(diff, base_files) != changed:  # a guard on this module's own diff
+    if difference.apply(diff, original) != changed:  # a guard on this module's own diff
         raise DifferenceError(f"{kind} {kata.id}/{target.stem}: the diff written does not give the edited copy back")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
@@ -139,7 +159,7 @@ def problems(kata: Kata) -> list[str]:
     for path in [*kata.decoys, *kata.variants]:
         try:
             files(kata, path)
-        except DifferenceError as exc:
-            found.append(str(exc))
+        except (DifferenceError, StarterUnavailable) as exc:
+            found.append(f"{label(kata, path)}: {exc}" if isinstance(exc, StarterUnavailable) else str(exc))
     return found
 

@@ -18,7 +18,7 @@ sees at once what it changes, and a change to the base reaches every decoy by it
     ...
 
 - The first line is the sentence: what it changes, and why that is wrong (or still right).
-- `base:` says what the diff applies to: `reference` (solutions/) or `starter` (katas/).
+- `base:` says what the diff applies to: `reference` (solutions/) or `starter` (katas/, as shipped).
 - `wrong_on_python:` (decoys only, optional): the Pythons it is wrong on, a version specifier;
   on the others it must pass (tests/test_katas_proven.py).
 - Then, after a blank line, any prose that says more; it ends at the first line that starts

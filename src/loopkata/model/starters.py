@@ -88,12 +88,12 @@ def _verified(path: Path, entry: dict) -> bytes | None:
     return data if sha256(data) == entry.get("sha256") else None
 
 
-def remember(files: dict[Path, bytes], snapshots: Path) -> None:
+def remember(files: dict[Path, bytes], snapshots: Path | None) -> None:
     """Keep a copy of verified starter files in the state folder, for a learner without git.
 
     Best effort: a state folder that cannot be written only means no snapshot.
     """
-    for rel, data in files.items():
+    for rel, data in files.items() if snapshots is not None else ():
         dest = snapshots / rel
         if _verified(dest, {"sha256": sha256(data)}) is not None:
             continue
@@ -110,7 +110,7 @@ def remember(files: dict[Path, bytes], snapshots: Path) -> None:
                     os.unlink(tmp)
 
 
-def load(kata: Kata, snapshots: Path) -> dict[Path, bytes]:
+def load(kata: Kata, snapshots: Path | None) -> dict[Path, bytes]:
     """The shipped starter, path (relative to katas/) -> bytes, every file checked against the manifest.
 
     Each file comes from git (by blob id), else from the snapshot, else from
@@ -127,7 +127,7 @@ def load(kata: Kata, snapshots: Path) -> dict[Path, bytes]:
     found, lost = {}, []
     for rel, entry in want.items():
         data = _from_git(kata.root, entry)
-        if data is None:
+        if data is None and snapshots is not None:
             data = _verified(snapshots / rel, entry)
         if data is None:
             data = _verified(kata.root / "katas" / rel, entry)
@@ -136,11 +136,20 @@ def load(kata: Kata, snapshots: Path) -> dict[Path, bytes]:
         else:
             found[rel] = data
     if lost:
+        kept = f"{display_path(snapshots)} holds no copy of it" if snapshots is not None else "no copy of it was kept"
         raise StarterUnavailable(
             f"loopkata cannot find the shipped starter of {kata.id} ({', '.join(lost)}): git does not have it "
-            f"(this folder may not be a git clone), {display_path(snapshots)} holds no copy of it, and your file "
+            f"(this folder may not be a git clone), {kept}, and your file "
             "in katas/ no longer matches it. Nothing was changed, so your version is as you left it. "
             "Copy the starter from the project's repository (or a fresh download) into katas/ to start over."
         )
     remember(found, snapshots)
     return found
+
+
+def shipped(kata: Kata, snapshots: Path | None = None) -> dict[Path, bytes]:
+    """The shipped starter, as `load` finds it, read from katas/ while it is still untouched (no git needed then)."""
+    if matches(kata):
+        base = kata.root / "katas"
+        return {rel: (base / rel).read_bytes() for rel in expected(kata)}
+    return load(kata, snapshots)
