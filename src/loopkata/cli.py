@@ -144,7 +144,7 @@ def cmd_alternative(args) -> int:
     if args.action == "list":
         for path in kata.decoys if kind == "decoy" else kata.variants:
             diff = alternatives.read(kata, path)
-            print(f"{path.stem}  ({diff_lines(path)} lines, from the {diff.base})\n    {diff.sentence}")
+            print(f"{path.stem}  ({_diff_lines(path)} lines, from the {diff.base})\n    {diff.sentence}")
         return 0
     if args.action == "build":
         path = alternatives.find(kata, kind, args.name)
@@ -159,7 +159,7 @@ def cmd_alternative(args) -> int:
         return 0
     target = alternatives.make(kata, kind, args.name, args.source, args.base, args.why, notes=args.notes or "",
                                wrong_on_python=args.wrong_on_python, replace=args.replace)
-    lines = diff_lines(target)
+    lines = _diff_lines(target)
     print(f"Wrote {shown_path(target)} ({lines} lines, a difference from the {args.base}); it applies to its base.")
     if lines > alternatives.SCREEN:
         other = "starter" if args.base == "reference" else "reference"
@@ -169,7 +169,7 @@ def cmd_alternative(args) -> int:
     return 0
 
 
-def diff_lines(path: Path) -> int:
+def _diff_lines(path: Path) -> int:
     return len(Path(path).read_text(encoding="utf-8").splitlines())
 
 
