@@ -186,6 +186,12 @@ def test_decoy_new_writes_a_difference_that_builds_back_into_the_edited_copy(tmp
                       "--why", "Decoy: again.")
     assert again.returncode == 1 and "exists already" in again.stderr, (
         f"expected an existing decoy to be kept without --replace, got exit {again.returncode}: {again.stderr}")
+    bare = _loopkata(root, "variant", "new", "pid1-sigterm", "bare", "--from", str(edited), "--base", "reference",
+                     "--why", "the sentence as an author types it, without its label.")
+    assert bare.returncode == 0, bare.stderr
+    head = (root / "tests" / "variants" / "pid1-sigterm" / "bare.diff").read_text().splitlines()[0]
+    assert head == "Variant: the sentence as an author types it, without its label.", (
+        f"expected the sentence to begin with its label, got {head!r}")
 
 
 def test_check_names_a_decoy_by_its_name_and_says_which_names_there_are(tmp_path):

@@ -144,6 +144,8 @@ def make(kata: Kata, kind: str, name: str, edited: Path, base: str, sentence: st
                               f"{'a folder' if folder_kata else 'one file'} as the edited copy, not {edited}")
     copy = files_in(edited)
     changed = {**original, **copy} if folder_kata else {kata.solution_path.name: next(iter(copy.values()))}
+    label = f"{kind.capitalize()}: "  # how every sentence begins, and what the workshop's table leaves off
+    sentence = sentence if sentence.strip().startswith(label) else label + sentence.strip()
     text = difference.render(sentence, base, difference.unified(original, changed), notes, wrong_on_python)
     diff = difference.parse(text, f"{kind} {kata.id}/{target.stem}")
     if difference.apply(diff, original) != changed:  # a guard on this module's own diff
