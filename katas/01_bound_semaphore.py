@@ -11,8 +11,10 @@ again in the same process, so module globals outlive every event loop.
 
 Your task: every invocation, cold or warm, must run every step exactly once,
 and a layer must never deadlock, while the limiter still caps concurrent calls
-per tool. Keep the names `handler` and `run_workflow(layers, tool)`: the tests
-call both, `run_workflow` also on event loops that `handler` did not start.
+per tool. A step that fails must still be returned in its place and logged
+with its traceback, as now, and must not stop the others. Keep the names
+`handler` and `run_workflow(layers, tool)`: the tests call both,
+`run_workflow` also on event loops that `handler` did not start.
 Run `loopkata check bound-semaphore` to grade your fix.
 """
 import asyncio
