@@ -12,6 +12,9 @@ the drill's routes in front of it:
   (a blocking sleep on the loop, as a blocking handler does); with
   `&release=NAME`, only until the test creates the file NAME beside the record;
   with `&times=N&gap=G`, N times, the loop free for G seconds between two holds;
+  with `&step=S`, the worker's wall clock (`time.time()`) steps S seconds
+  forward as each hold begins, as NTP or a resumed VM steps a host's clock
+  (the monotonic clock goes on as before);
 - `GET /_drill/wait?seconds=S` waits S seconds without holding it.
 
 Every worker writes what it does to the record file $HALF_DEAD_RECORD, one
@@ -112,6 +115,17 @@ def _start_beating() -> None:
     beat()
 
 
+def _step_the_wall_clock(seconds: float) -> None:
+    """From now on, time.time() in this worker answers `seconds` later than the real wall clock."""
+    real = getattr(time.time, "real", time.time)
+
+    def stepped() -> float:
+        return real() + seconds
+
+    stepped.real = real
+    time.time = stepped
+
+
 def drilled_app():
     """The factory uvicorn calls in each worker: the app under test, with the drill's routes in front."""
     die_with_parent(signal.SIGKILL)()  # a worker whose supervisor was killed goes with it
@@ -131,9 +145,12 @@ def drilled_app():
         _write_record(event="began", drill=drill, seconds=seconds)
         if drill == "freeze":
             times, gap = int(query.get("times", ["1"])[0]), float(query.get("gap", ["0"])[0])
+            step = float(query.get("step", ["0"])[0])
             for hold in range(times):
                 if hold:
                     await asyncio.sleep(gap)  # the loop turns: whatever was due while it was held runs now
+                if step:
+                    _step_the_wall_clock(step)  # while the loop is held: no beat can follow the step before a look
                 _hold_the_loop(seconds, query.get("release", [""])[0])
         else:
             await asyncio.sleep(seconds)

@@ -62,6 +62,8 @@ BUSY_GAP = 0.04  # ...free this long between two holds,...
 BUSY_TIMES = 7  # ...this many times: over three limits in all. A heartbeat stamped only once per limit is due
 #                 during a hold at least once, and as 2 * (BUSY + BUSY_GAP) + 2 * BUSY_GAP = BUSY_LIMIT, each next
 #                 stamp falls due just after a hold begins: a whole limit old, and held back for most of the hold
+CLOCK_STEP = 3600.0  # seconds worker A's wall clock steps forward at each hold, as NTP steps a VM's clock once it resumes
+CLOCK_HOLDS = 3  # holds of BUSY seconds, each with its step: a watchdog on the wall clock must miss all three to pass
 HOW = "uvicorn --workers 2 on 127.0.0.1"
 
 
@@ -87,6 +89,7 @@ def watchdog_tests_ahead(ahead, pods, kata) -> None:
     """Begin the watchdog's tests, which only wait for worker processes, while the drill's tests run."""
     ahead.begin(a_frozen_worker_is_replaced, pods, impl_of(kata))
     ahead.begin(a_busy_loop_does_not_cost_its_worker_its_life, pods, impl_of(kata))
+    ahead.begin(a_wall_clock_step_is_no_freeze, pods, impl_of(kata))
 
 
 def impl_of(kata) -> Path:
@@ -406,4 +409,41 @@ def a_busy_loop_does_not_cost_its_worker_its_life_once(pods, impl):
                 and answered(pod, pinned[busy][-1], busy, "worker A", BUSY_LIMIT, ages)), (
             f"expected both workers to answer /health on their keep-alive connections after the busy spell, one did "
             f"not{still(other, ages) or still(busy, ages)} ({how})"
+        )
+
+
+def test_a_wall_clock_step_does_not_cost_a_worker_its_life(kata, pods, ahead):
+    """a worker whose wall clock steps forward by an hour keeps running: a freeze is measured on the monotonic clock"""
+    ahead.outcome(a_wall_clock_step_is_no_freeze, pods, impl_of(kata))
+
+
+def a_wall_clock_step_is_no_freeze(pods, impl):
+    """What test_a_wall_clock_step_does_not_cost_a_worker_its_life checks, on a pod of its own."""
+    return judged(a_wall_clock_step_is_no_freeze_once, pods, impl)
+
+
+def a_wall_clock_step_is_no_freeze_once(pods, impl):
+    with pods.lease(impl, BUSY_LIMIT) as (pod, pinned):
+        stepped, other = sorted(pinned)
+        ages: dict = {}
+        # Each hold is under half the limit, as in the busy test, and the wall clock steps as it begins: a watchdog
+        # thread looks at least once per hold while no beat can follow the step, so a heartbeat on time.time()
+        # sees an hour's freeze every time; one on time.monotonic() sees the hold as it was.
+        path = f"/_drill/freeze?seconds={BUSY:g}&times={CLOCK_HOLDS}&gap={BUSY_GAP:g}&step={CLOCK_STEP:g}"
+        how = (f"worker A's event loop held {CLOCK_HOLDS} times for {BUSY:g} s, its time.time() stepping "
+               f"{CLOCK_STEP:g} s forward as each hold began, by GET {path}, WORKER_FREEZE_LIMIT={BUSY_LIMIT:g}, {HOW}")
+        try:
+            pinned[stepped][0].get(path)
+            pinned[stepped][0].get(f"/_drill/wait?seconds={BUSY_LIMIT / 2:g}")  # time for a watchdog to act on it
+            error = ""
+        except (OSError, http.client.HTTPException) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        if error:  # a worker that exits closes its sockets a moment before it is gone
+            wait_until(lambda: not alive(stepped), 1.0)
+        exit_judged(pod, stepped, "worker A", BUSY_LIMIT, ages)  # a busy machine may have held a hold past the limit
+        assert not error and alive(stepped), (
+            "expected worker A to keep running when its wall clock stepped forward, but "
+            + (f"its connection broke ({error})" if error else "it exited")
+            + f"{still(stepped, ages)}: a heartbeat on time.time() sees an hour-long freeze in a clock step (NTP, "
+            f"a VM resumed), while time.monotonic() never steps ({how})"
         )
