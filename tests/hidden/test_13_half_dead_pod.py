@@ -372,6 +372,21 @@ def a_frozen_worker_is_replaced_once(pods, impl):
         )
 
 
+def held_spells(pod, connection, pid: int, path: str, ages: dict) -> str:
+    """GET `path` (spells that hold worker `pid`'s loop) on its connection, then give a watchdog half of BUSY_LIMIT
+    to act; what broke the connection, or ''. A worker that exited is judged as exit_judged() does."""
+    try:
+        connection.get(path)
+        connection.get(f"/_drill/wait?seconds={BUSY_LIMIT / 2:g}")  # time for a watchdog to act on it
+        error = ""
+    except (OSError, http.client.HTTPException) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    if error:  # a worker that exits closes its sockets a moment before it is gone
+        wait_until(lambda: not alive(pid), 1.0)
+    exit_judged(pod, pid, "worker A", BUSY_LIMIT, ages)  # a busy machine may have held a hold past the limit
+    return error
+
+
 def test_a_busy_loop_does_not_cost_its_worker_its_life(kata, pods, ahead):
     """a worker whose event loop is busy again and again, never for half of WORKER_FREEZE_LIMIT at a time, keeps running and serving"""
     ahead.outcome(a_busy_loop_does_not_cost_its_worker_its_life, pods, impl_of(kata))
@@ -389,15 +404,7 @@ def a_busy_loop_does_not_cost_its_worker_its_life_once(pods, impl):
         path = f"/_drill/freeze?seconds={BUSY:g}&times={BUSY_TIMES}&gap={BUSY_GAP:g}"
         how = (f"worker A's event loop held {BUSY_TIMES} times for {BUSY:g} s, free for {BUSY_GAP:g} s between two "
                f"holds, by GET {path}, WORKER_FREEZE_LIMIT={BUSY_LIMIT:g}, {HOW}")
-        try:
-            pinned[busy][0].get(path)
-            pinned[busy][0].get(f"/_drill/wait?seconds={BUSY_LIMIT / 2:g}")  # time for a watchdog to act on it
-            error = ""
-        except (OSError, http.client.HTTPException) as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        if error:  # a worker that exits closes its sockets a moment before it is gone
-            wait_until(lambda: not alive(busy), 1.0)
-        exit_judged(pod, busy, "worker A", BUSY_LIMIT, ages)  # a busy machine may have held a hold past the limit
+        error = held_spells(pod, pinned[busy][0], busy, path, ages)
         assert not error and alive(busy), (
             f"expected worker A to survive a loop busy for {BUSY:g} s at a time, under half its limit, turning "
             f"between two holds, but "
@@ -432,15 +439,7 @@ def a_wall_clock_step_is_no_freeze_once(pods, impl):
         path = f"/_drill/freeze?seconds={BUSY:g}&times={CLOCK_HOLDS}&gap={BUSY_GAP:g}&step={CLOCK_STEP:g}"
         how = (f"worker A's event loop held {CLOCK_HOLDS} times for {BUSY:g} s, its time.time() stepping "
                f"{CLOCK_STEP:g} s forward as each hold began, by GET {path}, WORKER_FREEZE_LIMIT={BUSY_LIMIT:g}, {HOW}")
-        try:
-            pinned[stepped][0].get(path)
-            pinned[stepped][0].get(f"/_drill/wait?seconds={BUSY_LIMIT / 2:g}")  # time for a watchdog to act on it
-            error = ""
-        except (OSError, http.client.HTTPException) as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        if error:  # a worker that exits closes its sockets a moment before it is gone
-            wait_until(lambda: not alive(stepped), 1.0)
-        exit_judged(pod, stepped, "worker A", BUSY_LIMIT, ages)  # a busy machine may have held a hold past the limit
+        error = held_spells(pod, pinned[stepped][0], stepped, path, ages)
         assert not error and alive(stepped), (
             "expected worker A to keep running when its wall clock stepped forward, but "
             + (f"its connection broke ({error})" if error else "it exited")
