@@ -160,9 +160,11 @@ class Pid1:
         return bool(_signal_mask(self.pid, "SigCgt") & (1 << (sig - 1)))
 
     def command(self) -> str:
-        """PID 1's command line, for messages."""
+        """PID 1's command line, for messages: the program by its name (`python service.py`), as `ps` shows it,
+        not by where this machine keeps it."""
         with contextlib.suppress(OSError):
-            return Path(f"/proc/{self.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            words = Path(f"/proc/{self.pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            return " ".join([Path(words[0]).name, *words[1:]]).strip() if words[0] else "?"
         return "?"
 
     def wait(self, timeout: float) -> int | None:
