@@ -29,6 +29,11 @@ def graded(tmp_path, source, **kw):
 
 
 # --- a deadlock is found at once, not when the time runs out -----------------
+# The time limit is far away, so a finding made before half of it came from the
+# analysis, not from the limit, however long a busy machine kept the check waiting.
+# How soon it comes is measured in benchmarks/check_latency.py.
+FAR_AWAY = 60.0
+
 
 def test_an_asyncio_deadlock_is_found_long_before_hang_after(tmp_path):
     kata, result, took = graded(tmp_path, '''
@@ -53,10 +58,10 @@ def test_an_asyncio_deadlock_is_found_long_before_hang_after(tmp_path):
 
         def scenario():
             return asyncio.run(main())
-    ''', hang_after=5.0, budget=15)
+    ''', hang_after=FAR_AWAY, budget=2 * FAR_AWAY)
     shown = render_text(result, kata)
     assert result.verdict == runner.HANG, shown
-    assert took < 2.5, f"expected the deadlock found well before hang_after (5 s), the check took {took:.1f} s"
+    assert took < FAR_AWAY / 2, f"expected the deadlock found long before hang_after ({FAR_AWAY:.0f} s), the check took {took:.1f} s"
     assert "a deadlock between tasks" in shown and "async with first:" in shown and "async with second:" in shown, shown
 
 
@@ -72,13 +77,10 @@ def test_a_thread_taking_its_own_lock_again_is_found_at_once(tmp_path):
         def scenario():
             with lock:
                 return save()
-    ''', hang_after=5.0, budget=15)
+    ''', hang_after=FAR_AWAY, budget=2 * FAR_AWAY)
     shown = render_text(result, kata)
     assert result.verdict == runner.HANG, shown
-    # Time the check waited for a CPU is the machine's, not the finding's.
-    assert took - result.waited_for_cpu < 2.5, (
-        f"expected the self-deadlock found well before hang_after (5 s), the check took {took:.1f} s, "
-        f"{result.waited_for_cpu:.1f} s of them waiting for a CPU")
+    assert took < FAR_AWAY / 2, f"expected the self-deadlock found long before hang_after ({FAR_AWAY:.0f} s), the check took {took:.1f} s"
     assert "already took at" in shown and "impl.py:10" in shown, shown
 
 
@@ -97,10 +99,11 @@ def test_a_threading_lock_held_by_a_task_across_an_await_is_found_at_once(tmp_pa
                 return await asyncio.gather(classify("a"), classify("b"))
             asyncio.run(main())
             return "done"
-    ''', hang_after=5.0, budget=15)
+    ''', hang_after=FAR_AWAY, budget=2 * FAR_AWAY)
     shown = render_text(result, kata)
     assert result.verdict == runner.HANG, shown
-    assert took < 2.5, f"expected the loop blocked by its own task's lock found well before hang_after (5 s), took {took:.1f} s"
+    assert took < FAR_AWAY / 2, (
+        f"expected the loop blocked by its own task's lock found long before hang_after ({FAR_AWAY:.0f} s), took {took:.1f} s")
     assert "the event loop thread is blocked at" in shown and "a task of this same loop holds" in shown, shown
 
 

@@ -31,12 +31,13 @@ busy machine can hold a worker's loop past its limit too, and then a right
 watchdog ends it: a worker that exits is judged by how long its own loop had
 been still (its beat file), and a run in which that was the limit or longer
 says nothing and runs again. Likewise a drill's run during which the workers
-waited for a CPU past the drill's limit (Linux's schedstat) says nothing when
+and the drill's own threads waited for a CPU past the drill's limit (Linux's schedstat) says nothing when
 its verdict could be the wait's doing, and runs again; three such runs are
 "could not judge here".
 """
 import http.client
 import importlib
+import os
 import sys
 import threading
 from pathlib import Path
@@ -65,6 +66,33 @@ BUSY_TIMES = 7  # ...this many times: over three limits in all. A heartbeat stam
 CLOCK_STEP = 3600.0  # seconds worker A's wall clock steps forward at each hold, as NTP steps a VM's clock once it resumes
 CLOCK_HOLDS = 3  # holds of BUSY seconds, each with its step: a watchdog on the wall clock must miss all three to pass
 HOW = "uvicorn --workers 2 on 127.0.0.1"
+LOOK_EVERY = 0.05  # seconds between two looks at the CPU waits while a drill runs
+
+
+class CpuWaitWhileDrilling:
+    """The seconds the workers and this test's own threads, the drill's among them, waited for a CPU while a drill
+    ran. A drill's probe is late when either waits; and a probe's thread may end before the drill does, so the waits
+    are looked at every LOOK_EVERY seconds, not only at the end."""
+
+    def __init__(self, workers):
+        self._pids = [*workers, os.getpid()]
+        self._wait = CpuWait(self._pids)
+        self._done = threading.Event()
+        self._looking = threading.Thread(target=self._look, name="CPU waits", daemon=True)
+        self.seconds = 0.0
+
+    def _look(self) -> None:
+        while not self._done.wait(LOOK_EVERY):
+            self._wait.update(self._pids)
+
+    def __enter__(self):
+        self._looking.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._done.set()
+        self._looking.join()
+        self.seconds = self._wait.update(self._pids)
 
 
 @pytest.fixture(autouse=True)
@@ -148,22 +176,22 @@ def test_the_drill_says_fail_when_the_slow_request_freezes_its_worker(kata, pods
 def drill_says_fail_once(pods, kata):
     with pods.lease(impl_of(kata)) as (pod, pinned):
         workers = sorted(pinned)
-        held = CpuWait(workers)
         release = pod.release()
         path = f"/_drill/freeze?seconds=60&release={release}"
-        runner, result = drill_on_a_thread(kata, pod, workers, path)
-        try:
-            froze = wait_until(lambda: [r["pid"] for r in pod.drills("freeze")], hang_after())
-            spoke_while_frozen = bool(froze) and wait_until(lambda: not runner.is_alive(), FROZEN_FOR)
-        finally:
-            pod.let_go(release)  # worker A stays frozen until the drill has spoken, or FROZEN_FOR has passed
-        verdict = verdict_of(runner, result)
-        waited = held.update(workers)
+        with CpuWaitWhileDrilling(workers) as held:
+            runner, result = drill_on_a_thread(kata, pod, workers, path)
+            try:
+                froze = wait_until(lambda: [r["pid"] for r in pod.drills("freeze")], hang_after())
+                spoke_while_frozen = bool(froze) and wait_until(lambda: not runner.is_alive(), FROZEN_FOR)
+            finally:
+                pod.let_go(release)  # worker A stays frozen until the drill has spoken, or FROZEN_FOR has passed
+            verdict = verdict_of(runner, result)
+        waited = held.seconds
     assert froze, f"expected the drill to send GET {path}, but no worker served it ({HOW})"
     frozen, other = froze[0], next(pid for pid in workers if pid != froze[0])
     if waited >= LIMIT and getattr(verdict, "outcome", None) == "fail":
-        raise HeldByTheMachine(f"the workers waited {waited:.1f} s for a CPU while the drill ran, past its limit of "
-                               f"{LIMIT:g} s: worker B was late too, and a drill that judges it would also say fail")
+        raise HeldByTheMachine(f"the workers and the drill waited {waited:.1f} s for a CPU while the drill ran, past its "
+                               f"limit of {LIMIT:g} s: probes of worker B were late too, and a drill that judges it would also say fail")
     how = (f"the drill's slow request GET {path} froze the event loop of the worker that served it, worker A "
            f"(the server's record), while worker B stayed free; the test let worker A go "
            + ("once the drill had spoken" if spoke_while_frozen else f"{FROZEN_FOR:g} s later, the drill still silent")
@@ -218,19 +246,19 @@ def drill_says_pass_once(pods, kata):
     path = f"/_drill/wait?seconds={WAIT:g}"
     with pods.lease(impl_of(kata)) as (pod, pinned):
         workers = sorted(pinned)
-        held = CpuWait(workers)
-        # The drill runs on a thread; once its slow request is on a worker, the test freezes the other one.
-        runner, result = drill_on_a_thread(kata, pod, workers, path)
-        served = wait_until(lambda: [r["pid"] for r in pod.drills("wait")], hang_after())
-        sibling = next((pid for pid in workers if served and pid != served[0]), None)
-        if sibling is not None:
-            pinned[sibling][0].send(f"/_drill/freeze?seconds={SIBLING_FREEZE:g}")
-        verdict = verdict_of(runner, result)
-        waited = held.update(workers)
+        with CpuWaitWhileDrilling(workers) as held:
+            # The drill runs on a thread; once its slow request is on a worker, the test freezes the other one.
+            runner, result = drill_on_a_thread(kata, pod, workers, path)
+            served = wait_until(lambda: [r["pid"] for r in pod.drills("wait")], hang_after())
+            sibling = next((pid for pid in workers if served and pid != served[0]), None)
+            if sibling is not None:
+                pinned[sibling][0].send(f"/_drill/freeze?seconds={SIBLING_FREEZE:g}")
+            verdict = verdict_of(runner, result)
+        waited = held.seconds
     assert served, f"expected the drill to send GET {path}, but no worker served it ({HOW})"
     if waited >= LIMIT and getattr(verdict, "outcome", None) != "pass":
-        raise HeldByTheMachine(f"the workers waited {waited:.1f} s for a CPU while the drill ran, past its limit of "
-                               f"{LIMIT:g} s: worker A's /health was late through no fault of its loop")
+        raise HeldByTheMachine(f"the workers and the drill waited {waited:.1f} s for a CPU while the drill ran, past its "
+                               f"limit of {LIMIT:g} s: worker A's /health was late through no fault of its loop")
     how = (f"the drill's slow request GET {path} waited on worker A with its event loop free, while the test froze "
            f"the other worker's loop, worker B's, for {SIBLING_FREEZE:g} s; limit={LIMIT:g} s, {HOW}")
     assert getattr(verdict, "outcome", None) == "pass", (
