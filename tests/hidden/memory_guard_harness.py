@@ -64,8 +64,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loopkata.services import containers
+from loopkata.testing import CpuWait
 
 MiB = 2**20
+SHEDDING = 0.8  # the share of the limit at which the worker must stop taking work
 RECORD_BYTES = 256 * 1024  # the size of every record the feed sends
 HEADER = struct.Struct("!I")
 AS_ROOM = 512 * MiB  # fallback: address space beyond the limit (the interpreter, its libraries, thread stacks)
@@ -133,6 +135,7 @@ class Outcome:
     pressure_status: int | None = None  # its exit status (None: alive until the end; -9: the kernel killed it)
     deadline: float = 0.0
     quiet_after: int | None = None  # records the feed sent before it went quiet (None: it never did)
+    waited_past_shedding: float = 0.0  # seconds the worker waited for a CPU once the container held 80% of its limit
 
     @property
     def pressure_killed(self) -> bool:
@@ -327,6 +330,8 @@ def run(impl: Path, folder: Path, *, limit: int, records: int | None, handle_sec
         started = time.monotonic()
         ends = started + deadline
         oom_kills, peak = 0, 0
+        # A guard kept from a CPU sheds late through no fault of its own: how long, once it was due to shed, is noted.
+        cpu, waited_at_shedding = CpuWait([worker.pid]), None
         # As root the worker may write its cgroup's files: the run counts only in the container as made.
         members = {worker.pid: "itself"} | ({pressure.pid: "the other process in the container"} if pressure else {})
         changed: list[str] = []
@@ -337,8 +342,12 @@ def run(impl: Path, folder: Path, *, limit: int, records: int | None, handle_sec
                     break  # the worker is stopped at once: a limit it raised no longer holds it
                 stats = group.stats()
                 oom_kills, peak = stats.get("oom_kill", 0), stats.get("peak_bytes", 0)
+                used = _usage(group)
                 if samples is not None:
-                    samples.append((time.monotonic() - started, _usage(group)))
+                    samples.append((time.monotonic() - started, used))
+                waited = cpu.update([worker.pid])
+                if waited_at_shedding is None and used >= SHEDDING * limit:
+                    waited_at_shedding = waited
                 if oom_kills:
                     break
             else:
@@ -387,4 +396,5 @@ def run(impl: Path, folder: Path, *, limit: int, records: int | None, handle_sec
         saved = None
     return Outcome(real=real, limit=limit, status=status, oom_kills=oom_kills, checkpoint=saved, sent=feed.sent,
                    peak=peak, log=text, pressure_mib=pressure_mib, pressure_status=pressure_status, deadline=deadline,
-                   quiet_after=quiet_after)
+                   quiet_after=quiet_after,
+                   waited_past_shedding=0.0 if waited_at_shedding is None else cpu.seconds - waited_at_shedding)

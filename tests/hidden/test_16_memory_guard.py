@@ -28,7 +28,8 @@ FEED = 2 * LIMIT // RECORD_BYTES  # records in the finite feed: twice the limit
 QUIET_AFTER = 64  # records the feed sends before it goes quiet, while memory is taken elsewhere in the container
 QUIET_FROM = 0.75  # the share of the limit the other process fills the container to at once, when the feed goes quiet
 QUIET_EVERY = 0.01  # seconds per MiB it takes from then on: 80% to 100% of the limit in about 0.26 s
-PEAK_MOST = 0.88  # the most the container may have held: a guard looking every 0.05 s sheds at about 80-84%
+PEAK_MOST = 0.88  # the most the container may have held (plus what was taken while the worker waited for a CPU):
+#                   a guard looking every 0.05 s sheds at about 80-84%
 V1_NO_LIMIT = 9223372036854771712  # what cgroup v1 writes for "no limit" (on 4 KiB pages)
 HOST = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
@@ -397,9 +398,13 @@ def test_memory_taken_elsewhere_in_the_container_is_shed_before_the_kill(kata, t
         f"that writes only when the feed ended) ({how(outcome, scene)})"
     )
     if outcome.real:
-        assert outcome.peak <= PEAK_MOST * outcome.limit, (
+        # While the worker waited for a CPU the other process could go on taking 1 MiB every QUIET_EVERY s.
+        allowed = PEAK_MOST * outcome.limit + outcome.waited_past_shedding / QUIET_EVERY * MiB
+        busy = (f", {outcome.waited_past_shedding:.2f} s of which the worker spent waiting for a CPU, allowed "
+                f"for" if outcome.waited_past_shedding >= QUIET_EVERY else "")
+        assert outcome.peak <= allowed, (
             f"expected {expected}, but the container's memory peaked at {outcome.peak / MiB:.1f} MiB "
-            f"({outcome.peak / outcome.limit:.0%} of the limit) before it stopped: it shed load late, above the "
+            f"({outcome.peak / outcome.limit:.0%} of the limit{busy}) before it stopped: it shed load late, above the "
             f"shedding point (80%), where the OOM killer is a few megabytes away. Shed at shed_at(limit), and look "
             f"at least every 0.05 s ({how(outcome, scene)})"
         )
