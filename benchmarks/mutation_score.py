@@ -1,11 +1,13 @@
 """How much of each reference fix its hidden tests pin down: a mutation score per kata.
 
-For one kata or all, copies the kata's reference fix (a file, or every .py file of a package)
-into a throw-away folder, makes its mutants with cosmic-ray's operators (one small change each:
-`<` for `<=`, `True` for `False`, a `break` for a `continue`, an `except` that catches nothing
-the code raises, a number off by one, a decorator removed...), and grades each mutant the way a
-learner's fix is graded, `loopkata check KATA --impl <mutant copy> --json`, in a subprocess
-with the kata's deadline. The checkout is never written to.
+For one kata or all, copies the kata's reference fix (a file, or a package) into a throw-away
+folder, makes its mutants with cosmic-ray's operators (one small change each: `<` for `<=`,
+`True` for `False`, a `break` for a `continue`, an `except` that catches nothing the code raises,
+a number off by one, a decorator removed...) in every .py file of the fix that differs from the
+shipped starter's (a file the kata gives unchanged is scaffolding, not the fix:
+loopkata.authoring.mutation), and grades each mutant the way a learner's fix is graded,
+`loopkata check KATA --impl <mutant copy> --exitfirst --json`, in a subprocess with the kata's
+deadline: one failing test kills a mutant. The checkout is never written to.
 
     .venv/bin/python benchmarks/mutation_score.py [--kata ID ...] [-n WORKERS] [--list]
 
@@ -32,7 +34,6 @@ import argparse
 import concurrent.futures
 import datetime
 import difflib
-import hashlib
 import json
 import os
 import re
@@ -49,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from loopkata.authoring.mutation import digests as reference_digests, mutated_files  # noqa: E402
 from loopkata.model import catalogue  # noqa: E402
 
 RECORD = ROOT / "benchmarks" / "mutation_score.json"
@@ -92,16 +94,27 @@ def _caught(code: str) -> list[tuple[int, int, int]]:
     return sorted(spans)
 
 
-def reference_files(kata) -> dict[str, Path]:
-    """The .py files of the kata's reference fix, by their name under the fix."""
-    path = kata.solution_path
-    if path.is_file():
-        return {path.name: path}
-    return {str(p.relative_to(path)): p for p in sorted(path.rglob("*.py")) if "__pycache__" not in p.parts}
+def _annotations(code: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The (start, end) of every annotation that is never evaluated: all of them in a module with
+    `from __future__ import annotations` (PEP 563 keeps them as strings), none elsewhere. A mutant
+    of one (`list[str] | None` made `list[str] + None`) changes no behaviour, so none is made."""
+    import ast
 
-
-def reference_digests(kata) -> dict[str, str]:
-    return {name: hashlib.sha256(p.read_bytes()).hexdigest() for name, p in reference_files(kata).items()}
+    tree = ast.parse(code)
+    postponed = any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and
+                    any(a.name == "annotations" for a in n.names) for n in tree.body)
+    if not postponed:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            found += [arg.annotation for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+                      if arg is not None and arg.annotation is not None]
+            found += [node.returns] if node.returns is not None else []
+        elif isinstance(node, ast.AnnAssign):
+            found.append(node.annotation)
+    return [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in found]
 
 
 def mutants_of(kata) -> list[Mutant]:
@@ -115,7 +128,7 @@ def mutants_of(kata) -> list[Mutant]:
     # below through the standard library's ast instead, to every name an `except` catches.
     operators = [(name, cls()) for name, cls in operators if not cls.arguments() and not name.endswith("/ExceptionReplacer")]
     found = []
-    for name, path in reference_files(kata).items():
+    for name, path in mutated_files(kata).items():
         code = path.read_text(encoding="utf-8")
         lines = code.splitlines()
         module = get_ast(code)
@@ -128,11 +141,12 @@ def mutants_of(kata) -> list[Mutant]:
             diff = "".join(difflib.unified_diff(code.splitlines(True), (mutated + "\n").splitlines(True)[:len(lines)],
                                                 f"a/{name}", f"b/{name}", n=1))
             found.append(Mutant(name, line, "core/ExceptionReplacer", occurrence, text.strip(), new.strip(), mutated, diff))
+        unevaluated = _annotations(code)
         for op_name, operator in operators:
             positions = [(s, e) for node in ast_nodes(module) for s, e in operator.mutation_positions(node)]
             for occurrence, (start, end) in enumerate(positions):
                 last = end[0] - 1 - (end[1] == 0)
-                if PRAGMA.match(lines[last]):
+                if PRAGMA.match(lines[last]) or any(a <= start and end <= b for a, b in unevaluated):
                     continue
                 mutated = mutate_code(code, operator, occurrence)
                 if mutated is None or mutated == code:
@@ -168,7 +182,7 @@ def grade(kata, mutant: Mutant, workdir: Path, env: dict, timeout: float) -> tup
             impl = folder / source.name
             shutil.copytree(source, impl, ignore=shutil.ignore_patterns("__pycache__"))
             (impl / mutant.file).write_text(mutant.code, encoding="utf-8")
-        cmd = [sys.executable, "-m", "loopkata", "check", kata.id, "--impl", str(impl), "--json"]
+        cmd = [sys.executable, "-m", "loopkata", "check", kata.id, "--impl", str(impl), "--exitfirst", "--json"]
         try:
             # cwd: loopkata finds its catalogue from there; a check of an --impl writes nothing into the checkout
             done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout, check=False)

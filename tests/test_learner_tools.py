@@ -5,6 +5,9 @@ Every test works on a temporary copy of the project and its own state folder.
 """
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from loopkata.grading import runner
@@ -162,3 +165,18 @@ def test_loopkata_with_no_command_greets_and_lists_the_katas(tmp_path):
     out = loopkata(env)
     assert out.returncode == 0 and "Loop Katas" in out.stdout and "bound-semaphore" in out.stdout, (
         f"exit {out.returncode}:\n{out.stdout}{out.stderr}")
+
+
+def test_output_piped_to_a_reader_that_stops_ends_quietly(tmp_path):
+    """`loopkata list | head -1`: once the reader has gone, loopkata stops without a traceback"""
+    root, env = make_project(tmp_path)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written: every write fails with EPIPE
+    try:
+        out = subprocess.run([sys.executable, "-m", "loopkata", "list"], stdout=write, stderr=subprocess.PIPE,
+                             text=True, env=env, timeout=60)
+    finally:
+        os.close(write)
+    assert "Traceback" not in out.stderr and out.stderr.strip() == "", (
+        f"expected nothing on stderr once the pipe's reader had gone, got (exit {out.returncode}):\n{out.stderr}")
+    assert out.returncode == 141, f"expected exit status 141 (128 + SIGPIPE), as a shell reports it, got {out.returncode}"

@@ -5,31 +5,19 @@
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from loopkata.authoring.mutation import digests, mutated_files
 from loopkata.model import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "benchmarks" / "mutation_score.json"
 EQUIVALENTS = ROOT / "tests" / "hidden" / "mutation"
 KATAS = catalogue.load()
-
-
-def reference_files(kata) -> dict[str, Path]:
-    """The .py files of the reference fix, named as benchmarks/mutation_score.py names them."""
-    path = kata.solution_path
-    if path.is_file():
-        return {path.name: path}
-    return {str(p.relative_to(path)): p for p in sorted(path.rglob("*.py")) if "__pycache__" not in p.parts}
-
-
-def digests(kata) -> dict[str, str]:
-    return {name: hashlib.sha256(p.read_bytes()).hexdigest() for name, p in reference_files(kata).items()}
 
 
 def recorded() -> dict:
@@ -68,7 +56,7 @@ def test_recorded_equivalents_name_lines_of_the_reference_as_it_is_now(path):
     assert data.get("reference_sha256") == digests(kata), (
         f"the reference fix of {kata.id} changed since {path.name} was written: run `make mutation KATA={kata.id}` "
         "and check every equivalent it records against the new code")
-    files = reference_files(kata)
+    files = mutated_files(kata)
     for e in data.get("equivalent", []):
         where = f"{path.name}: {e.get('file')}:{e.get('line')} {e.get('operator')}"
         assert {"file", "line", "operator", "original", "mutated", "why"} <= set(e), f"{where} lacks a field"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shlex
 import sys
 import time
@@ -57,8 +58,8 @@ def _not_saved(problem: progress.NotSaved) -> None:
     print(problem, file=sys.stderr)
 
 
-def _check_once(kata: catalogue.Kata, impl, as_json: bool) -> runner.CheckResult:
-    result = runner.check(kata, impl)
+def _check_once(kata: catalogue.Kata, impl, as_json: bool, exitfirst: bool = False) -> runner.CheckResult:
+    result = runner.check(kata, impl, until_failed=exitfirst)
     problem = None
     if impl is None:
         try:
@@ -134,7 +135,7 @@ def cmd_check(args) -> int:
     for kind in alternatives.KINDS:
         if getattr(args, kind):  # a decoy or variant, named by kata and name
             impl = alternatives.find(kata, kind, getattr(args, kind))
-    result = _check_once(kata, impl, args.json)
+    result = _check_once(kata, impl, args.json, args.exitfirst)
     return 0 if result.passed else 1
 
 
@@ -371,6 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--decoy", metavar="NAME", help="grade the kata's decoy NAME, a plausible wrong fix "
                                                        "(loopkata decoy list KATA names them)")
     which.add_argument("--variant", metavar="NAME", help="grade the kata's variant NAME, another right fix")
+    s.add_argument("-x", "--exitfirst", action="store_true",
+                   help="stop at the first test that fails or hangs, as pytest -x does")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_check)
     s = sub.add_parser("hint", help="the next hint, matched to your last failure")
@@ -488,6 +491,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # the grader has already stopped every process of the check
         print("\nStopped; nothing was recorded.", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Whoever read the output has stopped reading (`loopkata check | head -1`): end quietly, as
+        # other command-line tools do. Standard output goes nowhere from now on, so that Python's
+        # own flush at exit does not fail on the closed pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE: what a shell reports for a tool the closed pipe ended
 
 
 if __name__ == "__main__":

@@ -143,8 +143,11 @@ def stop_container(kata_dir: Path, work: Path) -> Stop:
     state.mkdir(parents=True, exist_ok=True)
     real = containers.missing(containers.PID_NAMESPACE) == ""
     env = {**os.environ, "PATH": f"{_python_on_path(work / 'bin')}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-           "EXPORT_STATE": str(state), "PORT": "0", "PYTHONUNBUFFERED": "1"}
-    env.pop("PYTHONPATH", None)
+           "EXPORT_STATE": str(state), "PORT": "0"}
+    # As the image has it: no PYTHONUNBUFFERED, so the service's output is block-buffered into the pipe the
+    # platform's log driver reads, and a line it does not flush is not there until it exits.
+    for name in ("PYTHONPATH", "PYTHONUNBUFFERED"):
+        env.pop(name, None)
     out = Stop(real=real)
     try:
         argv = container_command(kata_dir)

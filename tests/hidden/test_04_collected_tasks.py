@@ -20,6 +20,9 @@ SET price:sku after 3 s, and writes the value only then, if the client is
 still connected: a write its client gave up on (closed the connection) never
 lands.
 
+A store can hang up: `PriceStore(hang_up_after="AUTH")` closes each connection
+once it has read an AUTH, answering nothing.
+
 A store can refuse a read: `PriceStore(refuse={"price:sku": "-ERR ..."})` answers
 GET price:sku with that error once the writes in flight have sent their
 commands, and then holds every SET until the refused GET's connection has
@@ -60,8 +63,9 @@ class PriceStore:
     AFTER_REFUSAL = 0.1  # after the refused GET's connection closes, the held SETs wait this long for theirs
 
     def __init__(self, gc_during_auth: int = 0, fail: dict | None = None, token: str = "dev", get_delay: float = 0.0,
-                 slow: dict | None = None, together: int = 0, refuse: dict | None = None):
+                 slow: dict | None = None, together: int = 0, refuse: dict | None = None, hang_up_after: str = ""):
         self.data: dict[str, str] = {}
+        self.hang_up_after = hang_up_after  # a verb (AUTH, SET...) after which the store closes, answering nothing
         self.get_delay = get_delay  # seconds the store takes to answer a GET (a slow read)
         self.fail = dict(fail or {})  # key -> error line answered to SET key
         self.slow = dict(slow or {})  # key -> seconds the store takes to answer SET key (a slow write)
@@ -189,6 +193,8 @@ class PriceStore:
             while line := (await reader.readline()).decode().strip():
                 verb, _, rest = line.partition(" ")
                 self.events.append((number, verb, now()))
+                if verb == self.hang_up_after:
+                    break  # no reply: the connection closes
                 if verb != "AUTH":
                     self._undecided.discard(number)
                 if verb == "AUTH":
@@ -371,6 +377,11 @@ def test_a_failed_write_is_logged_with_its_traceback(kata):
         f"(exc_info) on the module's logger before the invocation returned, got {seen} (calling handler "
         "directly for one invocation of 5 writes, against a real store that refuses one of them)"
     )
+    said = str(with_traceback[0].exc_info[1])
+    assert said.startswith(error[1:]), (
+        f"expected the logged StoreError to say what the store answered, {error[1:]!r} (its reply without the '-' "
+        f"that marks an error), got {said!r}: whoever reads the log learns why the write failed from those words"
+    )
     others = [s for s in batch if s != "sku-broken"]
     assert store.landed(others) == others, (
         f"expected the {len(others)} other writes to land, {len(store.landed(others))} landed (calling handler "
@@ -380,6 +391,45 @@ def test_a_failed_write_is_logged_with_its_traceback(kata):
         f"expected handler, called directly, to return its quote although one write failed, got {out!r}"
     )
 
+
+
+def test_the_token_stays_out_of_the_log_when_the_store_hangs_up(kata):
+    """when the store hangs up after AUTH, each write's failure names what it sent last, AUTH, and never the token"""
+    batch = prices(2)
+    token = "tok-3f9a1c"
+    kata.STORE_TOKEN = token
+    with Records(logging.getLogger(kata.__name__)) as module_log, PriceStore(token=token, hang_up_after="AUTH") as store:
+        try:
+            invoke(kata, store, {"prices": batch, "quote": "sku-0"})
+        except Hang:
+            raise
+        except Exception:  # noqa: BLE001 - the quote fails too: only the log is judged here
+            pass
+    failures = [r for r in module_log.records if r.exc_info and isinstance(r.exc_info[1], kata.StoreError)]
+    assert failures, (
+        f"expected each write to fail with a StoreError logged with its traceback, the store having closed the "
+        f"connection after AUTH, but {logged(module_log.records)}"
+    )
+    said = [str(r.exc_info[1]) for r in failures]
+    assert all("AUTH" in text and token not in text for text in said), (
+        f"expected each logged StoreError to say the store closed the connection after AUTH, without the token "
+        f"({token!r}) sent with it; they say {said!r}: a log is read by many, and a secret in it is a secret lost"
+    )
+
+
+def test_a_product_the_store_has_no_price_for_is_quoted_as_none_until_it_is_priced(kata):
+    """a product nobody priced is quoted with price None, and once another container prices it, its price"""
+    with PriceStore() as store:
+        first = invoke(kata, store, {"prices": {}, "quote": "sku-new"})
+        store.data["price:sku-new"] = "7.50"  # another container's write lands
+        second = invoke(kata, store, {"prices": {}, "quote": "sku-new"}, invocation=2)
+    how = ("calling handler twice in one warm process, against a real store that had no value for price:sku-new "
+           "(it answered '_'), then had 7.50, written by another container")
+    assert first == {"sku": "sku-new", "price": None}, f"expected the first quote to have price None, got {first!r} ({how})"
+    assert second == {"sku": "sku-new", "price": "7.50"}, (
+        f"expected the second quote to have the price another container wrote, 7.50, got {second!r} ({how}): "
+        "a price that was never there must not be remembered"
+    )
 
 def carries(exc: BaseException | None, kind: type) -> bool:
     """Is `exc`, or an exception it wraps (its cause, its context, a group's members), a `kind`?"""

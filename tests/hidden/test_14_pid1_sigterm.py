@@ -12,6 +12,7 @@ entrypoint runs as a plain child. Every test still runs and can fail; the PID-1 
 could not run here instead of passing.
 """
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -118,4 +119,10 @@ def test_cleanup_flushes_the_rows_and_ends_the_spooler(stop):
         + (f", and shutdown.log says {shutdown.splitlines()[-1]!r}" if shutdown else ", and shutdown.log was never written")
         + ". When PID 1 exits, the kernel kills every other process of the container with SIGKILL, so a child "
         "must be told to finish and waited for first (a returncode of None: nobody waited).\n" + stop.tail()
+    )
+    counted = re.search(r"clean shutdown: (-?\d+) rows flushed", shutdown)
+    assert counted is None or int(counted[1]) == len(rows), (
+        f"expected shutdown.log to count the rows the service flushed, the {len(rows)} in exported.jsonl; it says "
+        f"{counted[0]!r}: an operator reading it after a stop is told of rows that are not there, or not told of "
+        "rows that are.\n" + stop.tail()
     )
