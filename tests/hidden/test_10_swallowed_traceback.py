@@ -12,8 +12,10 @@ show it. A record's logger name says which logger made it: the module's own
 (`logging.getLogger(__name__)`, named after the module) or another one.
 """
 import asyncio
+import contextlib
 import json
 import logging
+import selectors
 import time
 
 from loopkata.testing import run_bounded
@@ -564,3 +566,80 @@ def test_the_deadline_keeps_the_safety_margin(kata):
     finally:
         with Records():
             workflow.stop_leftovers()
+
+
+# --- the deadline's arithmetic, at Lambda's longest timeout, on a virtual clock -----------
+
+class _JumpsToTheNextTimer(selectors.DefaultSelector):
+    """A selector whose clock jumps: when the loop has nothing ready and would sleep until its next
+    timer, the clock moves on by that sleep at once. A 15-minute invocation takes a moment, and
+    which timer comes first is decided by the arithmetic alone, never by how busy the machine is."""
+
+    def __init__(self):
+        super().__init__()
+        self.now = 0.0
+
+    def select(self, timeout=None):
+        ready = super().select(0)
+        if not ready and timeout:  # None: no timer at all, so wait for I/O as a real loop does
+            self.now += timeout
+        elif not ready and timeout is None:
+            ready = super().select(None)
+        return ready
+
+
+class _VirtualClockLoop(asyncio.SelectorEventLoop):
+    def __init__(self):
+        self._clock = _JumpsToTheNextTimer()
+        super().__init__(self._clock)
+
+    def time(self) -> float:
+        return self._clock.now
+
+
+@contextlib.contextmanager
+def on_a_virtual_clock():
+    """Every event loop asyncio.run makes meanwhile runs on a virtual clock."""
+
+    class Policy(asyncio.DefaultEventLoopPolicy):
+        def new_event_loop(self):
+            return _VirtualClockLoop()
+
+    before = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(Policy())
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(before)
+
+
+LONGEST_MS = 900_000  # Lambda's longest timeout, 15 minutes, as get_remaining_time_in_millis() gives it
+OFF_BY = 0.1  # seconds either side of the deadline at which a slow step ends
+
+
+def test_the_deadline_is_the_time_left_less_the_margin_at_the_longest_timeout(kata):
+    """with 15 minutes left, a step ending 0.1 s before the deadline (time left less 0.5 s) is waited for, one ending 0.1 s after it is not"""
+    deadline = LONGEST_MS / 1000 - 0.5
+    outcomes = {}
+    for label, seconds in (("before", deadline - OFF_BY), ("after", deadline + OFF_BY)):
+        workflow = Workflow([1], {}, slow=1, slow_seconds=seconds)
+        with on_a_virtual_clock():
+            answer, error, _ = invoke(kata, workflow, remaining_ms=LONGEST_MS)
+        workflow.stop_leftovers()
+        outcomes[label] = (answer, error, seconds)
+    how = (f"handler called with {LONGEST_MS} ms left, the starter's 0.5 s safety margin, so a deadline "
+           f"{deadline:g} s in, on an event loop whose clock jumps to its next timer (the order of timers is exact)")
+    answer, error, seconds = outcomes["before"]
+    assert error is None and (answer or {}).get("outputs", {}).get("slow-1") == "slow-1: done", (
+        f"expected the invocation to wait for a step that ends {seconds:g} s in, {OFF_BY:g} s before the deadline, "
+        f"and answer with its output, but it "
+        + (f"raised {type(error).__name__}: {error}" if error is not None else f"returned {answer!r}")
+        + f" ({how}): the deadline came early, and the time left was read in the wrong unit"
+    )
+    answer, error, seconds = outcomes["after"]
+    assert isinstance(error, TimeoutError), (
+        f"expected the invocation to raise TimeoutError at the deadline, {OFF_BY:g} s before a step that ends "
+        f"{seconds:g} s in, but it "
+        + (f"raised {type(error).__name__}: {error}" if error is not None else f"returned {answer!r}")
+        + f" ({how}): past the deadline, Lambda stops the invocation before it can answer"
+    )
