@@ -17,6 +17,7 @@ import fcntl
 import importlib
 import json
 import linecache
+import logging
 import os
 import re
 import select
@@ -795,6 +796,88 @@ def test_upload_is_saved(kata, tmp_path):
         h = httpx.get(f"{base}/health", timeout=hang_after(), verify=NO_TLS)
         assert h.status_code == 200, f"expected GET /health, sent to the served app, to answer 200, got {h.status_code}"
 
+
+
+class _SteppingClock:
+    """The app module's `time`, but perf_counter() moves on by STEP seconds at each call: a request
+    timed by the access log's middleware (two calls) took exactly STEP seconds."""
+
+    STEP = 1.5
+
+    def __init__(self):
+        self._calls = 0
+
+    def perf_counter(self) -> float:
+        self._calls += 1
+        return 100.0 + self.STEP * self._calls
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+class _AccessLog(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+# A second rules file: the same cost center on three lines, with shares that need six decimals.
+MORE_RULES = b"eng,6300,0.3333333\neng,6400,0.3333333\n\nfinance,7200,0.25\neng,6500,0.0000004\n"
+MORE_SUMMARY = {"rules": 4, "cost_centers": 2, "shares": {"eng": 0.666666, "finance": 0.25}}  # kept to 6 decimals at each addition
+REFUSED = [  # (what, file, words its 400 must say)
+    ("a line of 4 fields", b"ops,6100,0.5\nops,6200,0.5,extra\n", "line 2"),
+    ("a line of 2 fields", b"# header\nops,6100\n", "line 2"),
+    ("a share that is no number", b"ops,6100,half\n", "line 1"),
+    ("a file that is not UTF-8", "ops,6100,0.5,caf\u00e9\n".encode("latin-1"), ""),
+]
+
+
+def test_the_service_keeps_its_contract(kata, tmp_path):
+    """a second upload counts 2 and keeps both summaries, a malformed file gets 400 naming its line, and the access log times each request"""
+    path = tmp_path / "rules.json"
+    app_module = part(kata, "app")
+    app = app_module.create_app(path)
+    access, access_logger = _AccessLog(), logging.getLogger("rules.access")
+    access_logger.addHandler(access)
+    level, access_logger.level = access_logger.level, logging.INFO
+    real_time, app_module.time = app_module.time, _SteppingClock()
+    try:
+        with serving(app) as base:
+            def post(name, data):
+                return httpx.post(f"{base}/rules", files={"file": (name, data, "text/csv")}, timeout=hang_after(),
+                                  verify=NO_TLS)
+
+            first, second = post("q3.csv", RULES), post("q4.csv", MORE_RULES)
+            refused = [(what, words, post(f"bad-{i}.csv", data)) for i, (what, data, words) in enumerate(REFUSED)]
+    finally:
+        app_module.time = real_time
+        access_logger.removeHandler(access)
+        access_logger.level = level
+    assert first.status_code == second.status_code == 200, (
+        f"expected two uploads of well-formed rules files to answer 200, got {first.status_code} and "
+        f"{second.status_code}: {second.text}")
+    assert second.json().get("uploads") == 2, (
+        f"expected the second upload's answer to count 2 uploads, got {second.json()}: an update of the document "
+        f"was lost, or the count is not kept")
+    doc = json.loads(path.read_text())
+    assert doc.get("uploads") == 2 and set(doc.get("rule_sets", {})) == {"q3.csv", "q4.csv"}, (
+        f"expected the document to record 2 uploads, of q3.csv and q4.csv, got {doc}")
+    assert doc["rule_sets"]["q4.csv"] == MORE_SUMMARY, (
+        f"expected the summary of q4.csv to count its 4 rules and 2 cost centers and add up each center's shares "
+        f"(kept to 6 decimals at each addition), {MORE_SUMMARY}, got {doc['rule_sets']['q4.csv']}")
+    for what, words, answer in refused:
+        assert answer.status_code == 400 and words in answer.text, (
+            f"expected an upload of {what} to be refused with 400" + (f" saying {words!r}" if words else "")
+            + f", got {answer.status_code}: {answer.text[:300]}")
+    assert json.loads(path.read_text()) == doc, "expected the refused uploads to leave the document as it was"
+    expected = f"POST /rules 200 {_SteppingClock.STEP * 1000:.0f} ms"
+    assert access.lines.count(expected) == 2 and "POST /rules 400 1500 ms" in access.lines, (
+        f"expected the access log to show each request with its status and the time it took, "
+        f"{expected!r} for each upload (a clock that moves {_SteppingClock.STEP:g} s between the middleware's two "
+        f"readings), got {access.lines}")
 
 # --- nothing that blocks runs on the event loop --------------------------------
 #
