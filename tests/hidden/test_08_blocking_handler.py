@@ -431,15 +431,50 @@ def test_a_request_whose_handler_raises_gets_a_completion_line(kata):
     )
 
 
+class SteppingClock:
+    """The access log module's `time`, whose monotonic clocks move on by STEP seconds at each reading: a request
+    timed from two readings took exactly STEP seconds, whatever the machine's speed. Other names are time's own."""
+
+    STEP = 1.5
+
+    def __init__(self):
+        self._readings = 0
+
+    def _next(self) -> float:
+        self._readings += 1
+        return 1000.0 + self.STEP * self._readings
+
+    def perf_counter(self) -> float:
+        return self._next()
+
+    monotonic = perf_counter
+
+    def perf_counter_ns(self) -> int:
+        return round(self._next() * 1e9)
+
+    monotonic_ns = perf_counter_ns
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
 def test_a_health_check_is_logged_like_every_request(kata):
-    """a liveness probe's GET /health gets an arrival line and a completion line, like every other request"""
+    """a liveness probe's GET /health gets an arrival line and a completion line with how long it took, like every other request"""
     rid = request_id("probe")
+    access_log = part(kata, "access_log")
+    clocked = getattr(access_log, "time", None) is time  # a module that reads the clock through `time.`
     with ModelAPI() as model, AccessLines() as log:
         app = part(kata, "app").create_app(model.url)
-        with served(app) as server:
-            with httpx.Client(timeout=hang_after() + 2, verify=NO_TLS) as client:
-                answer = client.get(f"{server.url}/health", headers={"X-Request-ID": rid})
-            mine = wait_for_line(log, rid, "200", LINE_WITHIN)  # at once when the line is written at all
+        if clocked:
+            access_log.time = SteppingClock()
+        try:
+            with served(app) as server:
+                with httpx.Client(timeout=hang_after() + 2, verify=NO_TLS) as client:
+                    answer = client.get(f"{server.url}/health", headers={"X-Request-ID": rid})
+                mine = wait_for_line(log, rid, "200", LINE_WITHIN)  # at once when the line is written at all
+        finally:
+            if clocked:
+                access_log.time = time
     how = f"one GET /health with X-Request-ID: {rid}, as a liveness probe sends it, {HOW}"
     assert answer.status_code == 200, f"expected GET /health to answer 200, got {answer.status_code} ({how})"
     arrived = [line for line in mine if not AccessLines.statuses(line)]
@@ -448,6 +483,11 @@ def test_a_health_check_is_logged_like_every_request(kata):
         "expected an arrival line and a completion line naming status 200 for the health check, but the access "
         f"log had {shown(mine)} for it: the probes are the pod's heartbeat in its log, and the last one that "
         f"completed dates the moment its event loop stopped answering ({how})"
+    )
+    took = f"{SteppingClock.STEP * 1000:.0f} ms"
+    assert not clocked or any(took in line for line in ended), (
+        f"expected the completion line to say how long the request took, {took}: access_log.time was given a clock "
+        f"that moves on {SteppingClock.STEP:g} s between two readings, but the line reads {shown(ended)} ({how})"
     )
 
 
