@@ -18,7 +18,7 @@ def database_url() -> str:
     return url.replace("postgresql://", "postgresql+asyncpg://", 1)
 
 
-engine = create_async_engine(database_url(), pool_size=5, max_overflow=5)
+engine = create_async_engine(database_url(), pool_size=5, max_overflow=5)  # pragma: no mutate (demo sizes)
 Session = async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
 
 

@@ -14,7 +14,7 @@ SECTIONS = ("Summary", "Background", "Findings", "Risks", "Recommendations")
 class Model:
     """The model client, as the pipeline sees it: every call takes about `seconds`."""
 
-    def __init__(self, seconds: float = 90.0):  # pragma: no mutate (the stand-in model's latency, a demo constant; tests pass their own)
+    def __init__(self, seconds: float = 90.0):
         self.seconds = seconds
 
     async def write(self, draft_id: str, title: str) -> str:

@@ -22,12 +22,14 @@ Every failure message starts with how the test drove the code ("invocation 3
 of 4 in one warm container, ..."); the learner's own exception is shown with
 its type and message, and the lines of the code under test it went through.
 """
+import itertools
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from warm_invocation_harness import KEEPALIVE, Container, ContainerDied, StockService
+from warm_invocation_harness import KEEPALIVE, STOCK, Container, ContainerDied, StockService
 
 from loopkata.services import ServiceUnavailable
 from loopkata.testing import Hang, hang_after
@@ -294,3 +296,61 @@ def test_nothing_is_left_running_between_invocations(container, short_service):
         )
         if i == 2:
             freeze(container, service, service.closed_idle, f"freezing the warm container after {what}")
+
+
+# Writes as a shop makes them, against an oracle of the tests' own: every reservation is a write of its own,
+# applied once, whatever it shares with the others (the same order, the same SKU, the same quantity, made one
+# after the other) and whether or not its connection dies on the way back. One warm container takes every
+# example; each example's orders are its own, and the stock is full again. The seed is in every failure
+# message: LOOPKATA_HYPOTHESIS_SEED=<seed> replays the same examples.
+try:
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    from hypothesis import seed as hypothesis_seed
+except ImportError:  # pinned in requirements.txt; without it this test is skipped, and a skip never passes a check
+    st = None
+
+SEED = int(os.environ.get("LOOPKATA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "big"))
+_examples = itertools.count(1)
+
+if st is not None:
+    # (order of the example: 0 to 2, SKU, quantity, the service applies it and then its connection dies)
+    _write = st.tuples(st.integers(0, 2), st.sampled_from(tuple(STOCK)), st.integers(1, 2), st.booleans())
+
+    @hypothesis_seed(SEED)
+    @settings(max_examples=8, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck))
+    @given(st.lists(_write, min_size=2, max_size=5))
+    @example([(0, "kettle", 1, False)] * 3)  # one order, three times the same line: three writes
+    @example([(0, "kettle", 2, False), (0, "kettle", 2, True), (0, "kettle", 2, False)])  # the middle one retried
+    @example([(1, "blender", 1, True), (2, "blender", 1, True)])  # each dies after it was applied
+    def test_every_reservation_is_applied_once_whatever_it_shares_with_the_others(container, service, writes):
+        """every reservation is applied exactly once, even one that repeats the order, SKU and quantity of another, or whose connection dies after it was applied"""
+        number = next(_examples)
+        with service.lock:
+            service.stock = dict(STOCK)
+        seed = f" [Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]"
+        plan = "; ".join(f"o-{number}-{o} {sku} x{qty}{' (its connection dies once applied)' if dies else ''}"
+                         for o, sku, qty, dies in writes)
+        reservations = []
+        for i, (o, sku, qty, dies) in enumerate(writes, 1):
+            order = f"o-{number}-{o}"
+            if dies:
+                service.drop_after_next_write()
+            what = call(i, len(writes), f", reservation {i} of these: {plan}{seed}")
+            answer = invoke(container, reserve(service, order, sku, qty), what)
+            expect_reservation(answer, what, order)
+            reservations.append(answer["value"]["reservation"])
+        for o in sorted({w[0] for w in writes}):
+            order, made = f"o-{number}-{o}", sum(1 for w in writes if w[0] == o)
+            applied = service.applied_for(order)
+            assert applied == made, (
+                f"{len(writes)} reservations in one warm container ({plan}){seed}: expected the stock service to "
+                f"apply the {made} of order {order} once each, it applied {applied} "
+                f"({keys_seen(service, order)}): a key must tell one write from another, not one kind of write from "
+                f"another, and a retry must send its first attempt's key"
+            )
+        assert len(set(reservations)) == len(reservations), (
+            f"{len(writes)} reservations in one warm container ({plan}){seed}: expected each to be answered with a "
+            f"reservation of its own, got reservation numbers {reservations}: a write sent under another write's "
+            f"Idempotency-Key gets that write's answer back, and is never applied"
+        )
