@@ -196,6 +196,23 @@ def server_side_inode(server_port: int, client_port: int) -> int:
     return 0
 
 
+def dual_stack_listener() -> socket.socket | None:
+    """A socket listening as a server started with `--host ::` does, an IPv6 socket that takes IPv4 too, but
+    on the loopback address alone (::ffff:127.0.0.1): its connections from 127.0.0.1 are listed in
+    /proc/net/tcp6, with IPv4-mapped addresses, not in /proc/net/tcp. None where this machine has no IPv6."""
+    try:
+        listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        listener.bind(("::ffff:127.0.0.1", 0))
+    except OSError:
+        listener.close()
+        return None
+    return listener
+
+
 def alive(pid: int) -> bool:
     """Is process `pid` running (not gone, not a zombie waiting to be reaped)?"""
     try:
@@ -251,8 +268,9 @@ class Pinned:
 class Pod:
     """`uvicorn --workers 2` serving the package at `impl`, in a process group of its own, killed on exit."""
 
-    def __init__(self, impl: Path, folder: Path, freeze_limit: float | None = None):
+    def __init__(self, impl: Path, folder: Path, freeze_limit: float | None = None, dual_stack: bool = False):
         self.impl, self.folder, self.freeze_limit = Path(impl), Path(folder), freeze_limit
+        self.dual_stack = dual_stack  # listening on IPv6 for IPv4 too, as `--host ::` does (turned off where no IPv6)
         self.record_file = self.folder / "record.jsonl"
         self.log_file = self.folder / "server.log"
         self.process: subprocess.Popen | None = None
@@ -264,9 +282,12 @@ class Pod:
         self.releases = itertools.count(1)
 
     def __enter__(self) -> Pod:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
+        listener = dual_stack_listener() if self.dual_stack else None
+        self.dual_stack = listener is not None
+        if listener is None:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             listener.bind(("127.0.0.1", 0))
+        try:
             listener.listen(128)
             self.port, self.listening = listener.getsockname()[1], os.fstat(listener.fileno()).st_ino
             env = {**os.environ, "HALF_DEAD_IMPL": str(self.impl), "HALF_DEAD_RECORD": str(self.record_file),
@@ -409,7 +430,7 @@ class Pods:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.numbers = itertools.count(1)
-        self.idle: dict[tuple[str, float | None], Pod] = {}
+        self.idle: dict[tuple[str, float | None, bool], Pod] = {}
         self.every: list[Pod] = []  # leased or idle: whatever happens, none outlives the module
         self.lock = threading.Lock()  # tests on other threads lease pods too (Ahead)
         self.closed = False
@@ -424,7 +445,7 @@ class Pods:
         for pod in every:
             pod.__exit__(None, None, None)
 
-    def _take(self, key: tuple[str, float | None], impl: Path) -> Pod:
+    def _take(self, key: tuple[str, float | None, bool], impl: Path) -> Pod:
         with self.lock:
             if self.closed:
                 raise RuntimeError("the module's pods are closed")
@@ -432,7 +453,7 @@ class Pods:
             if pod is None:
                 folder = self.folder / f"pod-{next(self.numbers)}"
                 folder.mkdir()
-                pod = Pod(impl, folder, key[1])
+                pod = Pod(impl, folder, key[1], key[2])
                 self.every.append(pod)
         return pod if pod.process else pod.__enter__()
 
@@ -442,10 +463,23 @@ class Pods:
                 self.every.remove(pod)
         pod.__exit__(None, None, None)
 
+    def prestart(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False) -> None:
+        """Start the pod a later test will lease, unless one waits already: its boot overlaps this test."""
+        key = (str(Path(impl).resolve()), freeze_limit, dual_stack)
+        with self.lock:
+            if self.closed or key in self.idle:
+                return
+        pod = self._take(key, impl)
+        with self.lock:
+            if not self.closed and key not in self.idle:
+                self.idle[key] = pod
+                return
+        self._drop(pod)
+
     @contextlib.contextmanager
-    def lease(self, impl: Path, freeze_limit: float | None = None):
+    def lease(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False):
         """(pod, pid -> its pinned connections) for one test."""
-        key = (str(Path(impl).resolve()), freeze_limit)
+        key = (str(Path(impl).resolve()), freeze_limit, dual_stack)
         pod = self._take(key, impl)
         try:
             for pinned in pod.pinned:

@@ -3,9 +3,13 @@
 Every test runs on a real `uvicorn --workers 2 --factory` serving the package
 under test (half_dead_pod_harness.Pod): two worker processes sharing one
 listening socket on 127.0.0.1, in a process group of their own that is killed
-whatever happens. The drill's tests share one pod (WORKER_FREEZE_LIMIT unset):
-each leaves it as it found it, its freezes ended, or the next test gets a new
-one. Each watchdog test has a pod of its own limit and only waits for worker
+whatever happens. The drill's tests share pods (WORKER_FREEZE_LIMIT unset):
+each leaves its pod as it found it, its freezes ended, or the next test gets a
+new one. The control run's pod listens as `--host ::` does, an IPv6 socket
+that takes IPv4 too (on ::ffff:127.0.0.1 alone), so its connections are in
+/proc/net/tcp6; the other drill tests' pod listens on 127.0.0.1, its
+connections in /proc/net/tcp: a drill must read both tables, as servers bind
+either way (where the machine has no IPv6, both pods listen on 127.0.0.1). Each watchdog test has a pod of its own limit and only waits for worker
 processes: it begins on a thread of its own while the drill's tests run, and
 its own test collects what it found (half_dead_pod_harness.Ahead).
 
@@ -66,6 +70,8 @@ BUSY_TIMES = 7  # ...this many times: over three limits in all. A heartbeat stam
 CLOCK_STEP = 3600.0  # seconds worker A's wall clock steps forward at each hold, as NTP steps a VM's clock once it resumes
 CLOCK_HOLDS = 3  # holds of BUSY seconds, each with its step: a watchdog on the wall clock must miss all three to pass
 HOW = "uvicorn --workers 2 on 127.0.0.1"
+DUAL_STACK = (", listening as `--host ::` does, on IPv6 for IPv4 too: the server's ends of the connections are "
+              "IPv6 sockets, listed in /proc/net/tcp6 with IPv4-mapped addresses (::ffff:127.0.0.1), not in /proc/net/tcp")
 LOOK_EVERY = 0.05  # seconds between two looks at the CPU waits while a drill runs
 
 
@@ -174,7 +180,8 @@ def test_the_drill_says_fail_when_the_slow_request_freezes_its_worker(kata, pods
 
 
 def drill_says_fail_once(pods, kata):
-    with pods.lease(impl_of(kata)) as (pod, pinned):
+    pods.prestart(impl_of(kata))  # the pod of the drill's other tests boots meanwhile
+    with pods.lease(impl_of(kata), dual_stack=True) as (pod, pinned):
         workers = sorted(pinned)
         release = pod.release()
         path = f"/_drill/freeze?seconds=60&release={release}"
@@ -187,7 +194,8 @@ def drill_says_fail_once(pods, kata):
                 pod.let_go(release)  # worker A stays frozen until the drill has spoken, or FROZEN_FOR has passed
             verdict = verdict_of(runner, result)
         waited = held.seconds
-    assert froze, f"expected the drill to send GET {path}, but no worker served it ({HOW})"
+    assert froze, (f"expected the drill to send GET {path}, but no worker served it, and the drill said {said(verdict)} "
+                   f"({HOW}{DUAL_STACK if pod.dual_stack else ''})")
     frozen, other = froze[0], next(pid for pid in workers if pid != froze[0])
     if waited >= LIMIT and getattr(verdict, "outcome", None) == "fail":
         raise HeldByTheMachine(f"the workers and the drill waited {waited:.1f} s for a CPU while the drill ran, past its "
@@ -195,7 +203,7 @@ def drill_says_fail_once(pods, kata):
     how = (f"the drill's slow request GET {path} froze the event loop of the worker that served it, worker A "
            f"(the server's record), while worker B stayed free; the test let worker A go "
            + ("once the drill had spoken" if spoke_while_frozen else f"{FROZEN_FOR:g} s later, the drill still silent")
-           + f"; limit={LIMIT:g} s, {HOW}")
+           + f"; limit={LIMIT:g} s, {HOW}" + (DUAL_STACK if pod.dual_stack else ""))
     assert getattr(verdict, "outcome", None) == "fail", (
         f"expected the drill in control mode to say 'fail', it said {said(verdict)}: the worker that served the slow "
         f"request could not answer /health on any connection it owned, so a drill that says anything else cannot see "
@@ -255,7 +263,7 @@ def drill_says_pass_once(pods, kata):
                 pinned[sibling][0].send(f"/_drill/freeze?seconds={SIBLING_FREEZE:g}")
             verdict = verdict_of(runner, result)
         waited = held.seconds
-    assert served, f"expected the drill to send GET {path}, but no worker served it ({HOW})"
+    assert served, f"expected the drill to send GET {path}, but no worker served it, and the drill said {said(verdict)} ({HOW})"
     if waited >= LIMIT and getattr(verdict, "outcome", None) != "pass":
         raise HeldByTheMachine(f"the workers and the drill waited {waited:.1f} s for a CPU while the drill ran, past its "
                                f"limit of {LIMIT:g} s: worker A's /health was late through no fault of its loop")
