@@ -68,10 +68,13 @@ def consumed_queues(args: list, env: dict, app) -> set | None:
     """The queues a `celery ... worker` command consumes; None if it starts no worker (`celery beat`...)."""
     if "worker" not in args or not any(Path(a).name == "celery" for a in args[:args.index("worker")]):
         return None
-    value = option(args, "-Q", "--queues")
+    try:
+        value = option(args, "-Q", "--queues")
+        excluded = option(args, "-X", "--exclude-queues") or env.get("CELERY_WORKER_EXCLUDE_QUEUES") or ""
+    except NoValue:
+        return set()  # Celery refuses the command line: no worker starts, and nothing is consumed
     if value is None:  # Celery reads a missing option from CELERY_<COMMAND>_<OPTION>
         value = env.get("CELERY_WORKER_QUEUES") or None
-    excluded = option(args, "-X", "--exclude-queues") or env.get("CELERY_WORKER_EXCLUDE_QUEUES") or ""
     excluded = set(excluded.split(",")) if excluded else set()
     if value is not None:
         return set(value.split(",")) - excluded  # commas only, as Celery splits: "a, b" names 'a' and ' b'
@@ -80,11 +83,17 @@ def consumed_queues(args: list, env: dict, app) -> set | None:
     return {app.conf.task_default_queue} - excluded  # ...or else its default queue only
 
 
+class NoValue(ValueError):
+    """A worker option given last, with no value after it."""
+
+
 def option(args: list, short: str, long: str) -> str | None:
     """The value of a worker option (-Q a,b, -Qa,b, --queues=a,b, --queues a,b); the last one counts, as in Celery."""
     value = None
     for i, arg in enumerate(args):
-        if arg in (short, long) and i + 1 < len(args):
+        if arg in (short, long):
+            if i + 1 == len(args):
+                raise NoValue(f"{arg} has no value")
             value = args[i + 1]
         elif arg.startswith(long + "="):
             value = arg.split("=", 1)[1]

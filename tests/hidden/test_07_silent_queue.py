@@ -11,6 +11,8 @@ kind of task by name (and a schema sync with .delay(), as the API sends it),
 and waits for each. Every worker is killed with its process group when the
 test ends, whatever happened.
 """
+import json
+import os
 import re
 import shlex
 import textwrap
@@ -324,6 +326,112 @@ def test_the_guard_reads_a_queue_list_given_through_the_environment(kata, tmp_pa
     expect(guard(kata, tmp_path, "Procfile", both), {"insight", "celery"},
            "a Procfile whose worker has both CELERY_WORKER_QUEUES=schema,insight,celery and -Q schema (the option "
            "on the command line wins: it consumes 'schema' only)")
+
+
+# Deploy files as teams write them, against an oracle of the tests' own that knows what each worker was given
+# (never by parsing the file): one to three workers, each with its queue option in any spelling, given once,
+# twice (the last counts) or not at all, queues excluded in any spelling, CELERY_WORKER_QUEUES in its
+# environment, other options anywhere, as a Procfile line or a compose service (command as a string or a list,
+# environment as a mapping or a list); and a command line Celery refuses, an option last with no value, which
+# starts no worker: the guard names what that leaves unconsumed, or refuses the file (ValueError, or argparse's
+# SystemExit, with its reason), never another exception. The seed is in every failure message: LOOPKATA_HYPOTHESIS_SEED=<seed> replays the examples.
+try:
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
+    from hypothesis import seed as hypothesis_seed
+except ImportError:  # pinned in requirements.txt; without it this test is skipped, and a skip never passes a check
+    st = None
+
+SEED = int(os.environ.get("LOOPKATA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "big"))
+ROUTED = {"schema", "insight", "celery"}  # the app's routes, and its default queue
+QUEUE_SPELLINGS = ("-Q {}", "-Q{}", "--queues={}", "--queues {}")
+EXCLUDE_SPELLINGS = ("-X {}", "-X{}", "--exclude-queues={}", "--exclude-queues {}")
+OTHER_OPTIONS = ("--loglevel=INFO", "-l INFO", "-c 2", "--concurrency 4", "-O fair")
+
+
+def consumed_by(worker: dict) -> set:
+    """The oracle: what a worker consumes, from what it was given."""
+    if worker["refused"]:
+        return set()
+    given = [names for kind, _, names in worker["options"] if kind == "Q"]
+    listed = given[-1] if given else worker["env"]
+    excluded = [names for kind, _, names in worker["options"] if kind == "X"]
+    return (set(listed) if listed else {"celery"}) - (set(excluded[-1]) if excluded else set())
+
+
+def deploy_text(form: str, workers: list) -> tuple[str, str]:
+    """(file name, text) of a deploy file that starts `workers`."""
+    commands = []
+    for w in workers:
+        tokens = ["celery", "-A", "reports.celery_app", "worker"]
+        for _, spelling, names in w["options"]:
+            tokens += spelling.format(",".join(names)).split(" ") if names is not None else spelling.split(" ")
+        commands.append(tokens + (["-Q"] if w["refused"] else []))
+    if form == "Procfile":
+        lines = [PROCFILE_WEB.strip()]
+        for i, (w, tokens) in enumerate(zip(workers, commands)):
+            prefix = f"CELERY_WORKER_QUEUES={','.join(w['env'])} " if w["env"] else ""
+            lines.append(f"worker{i}: {prefix}{' '.join(tokens)}")
+        return "Procfile", "\n".join(lines) + "\n"
+    services = {}
+    for i, (w, tokens) in enumerate(zip(workers, commands)):
+        service = {"command": tokens if form == "compose, command as a list" else " ".join(tokens)}
+        if w["env"]:
+            value = ",".join(w["env"])
+            service["environment"] = ({"CELERY_WORKER_QUEUES": value} if i % 2 == 0
+                                      else [f"CELERY_WORKER_QUEUES={value}"])
+        services[f"worker{i}"] = service
+    return "docker-compose.yml", json.dumps({"services": services})  # JSON is YAML
+
+
+if st is not None:
+    _names = st.lists(st.sampled_from(("schema", "insight", "celery", "reports")), min_size=1, max_size=3,
+                      unique=True)
+    _option = st.one_of(
+        st.tuples(st.just("Q"), st.sampled_from(QUEUE_SPELLINGS), _names),
+        st.tuples(st.just("X"), st.sampled_from(EXCLUDE_SPELLINGS), _names),
+        st.tuples(st.just("other"), st.sampled_from(OTHER_OPTIONS), st.none()),
+    )
+    _worker = st.fixed_dictionaries({"options": st.lists(_option, max_size=4), "env": st.none() | _names,
+                                     "refused": st.booleans()})
+
+    @hypothesis_seed(SEED)
+    @settings(max_examples=60, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(("Procfile", "compose, command as a string", "compose, command as a list")),
+           st.lists(_worker, min_size=1, max_size=3))
+    @example("Procfile", [{"options": [("Q", "-Q {}", ["schema"]), ("Q", "--queues {}", ["insight", "celery"])],
+                           "env": None, "refused": False}])  # the last -Q counts
+    @example("Procfile", [{"options": [("Q", "-Q {}", ["schema", "insight", "celery"])], "env": None,
+                           "refused": True}])  # a -Q with no value last: Celery starts no worker
+    @example("compose, command as a list", [{"options": [("other", "-c 2", None)], "env": ["schema", "insight"],
+                                             "refused": False}])  # the environment's list, no -Q
+    def test_the_guard_reads_any_worker_command_as_celery_does(kata, tmp_path, form, workers):
+        """any worker command, in any deploy file: queue options in every spelling, repeated, excluded, from the environment, or refused by Celery (named, or the file refused)"""
+        name, text = deploy_text(form, workers)
+        consumed = set().union(*(consumed_by(w) for w in workers))
+        wanted = ROUTED - consumed
+        refused = any(w["refused"] for w in workers)
+        try:
+            found = guard(kata, tmp_path, name, text)
+        except (ValueError, SystemExit) as exc:
+            if refused:
+                return  # it refuses a deploy file that Celery would not start: as right as naming the queues
+            raise AssertionError(
+                f"expected the guard to read this {form}, whose workers consume {sorted(consumed) or 'nothing'}, "
+                f"and name {sorted(wanted) or 'no queue'}; it raised {type(exc).__name__}: {exc}\n{text}"
+                f"[Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]") from None
+        except Exception as exc:  # noqa: BLE001 - a guard that breaks on a deploy file is shown with it
+            raise AssertionError(
+                f"expected the guard to read this {form}, whose workers consume {sorted(consumed) or 'nothing'}, "
+                f"and name {sorted(wanted) or 'no queue'}; it raised {type(exc).__name__}: {exc}\n{text}"
+                f"[Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]") from None
+        assert found == wanted, (
+            f"expected the guard to name {sorted(wanted) or 'no queue'} for this {form}, got "
+            f"{sorted(found) or 'no queue'}: as Celery reads them, its workers consume {sorted(consumed) or 'nothing'} "
+            f"(the last queue option counts, CELERY_WORKER_QUEUES stands in for a missing one, excluded queues are "
+            f"taken out, and a command line ending in an option with no value starts no worker)\n{text}"
+            f"[Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]"
+        )
 
 
 # --- part 2: real workers from the deploy files -------------------------------
