@@ -32,6 +32,7 @@ import importlib
 import math
 import os
 import re
+import selectors
 import time
 from pathlib import Path
 
@@ -344,6 +345,109 @@ def names_throttling_when_nr_throttled_grew(kata, tmp_path, version):
         f"cgroup (the one /proc/self/cgroup names; the root cgroup's never moved) counted a throttled period every "
         f"0.1 s while watch() ran (nr_throttled grew from {EARLIER}; {COUNTERS[version]}), and {lag}, but the cause "
         f"was {cause!r} (the report: {report})")
+
+
+
+class _JumpsToTheNextTimer(selectors.DefaultSelector):
+    """A selector whose clock jumps: when the loop would sleep until its next timer, the clock moves on by that
+    sleep at once, and by the next of `late` more: the loop wakes exactly that much late, whatever the machine."""
+
+    def __init__(self, late: list[float]):
+        super().__init__()
+        self.now, self.late = 0.0, list(late)
+
+    def select(self, timeout=None):
+        ready = super().select(0)
+        if not ready and timeout:
+            self.now += timeout + (self.late.pop(0) if self.late else 0.0)
+        elif not ready and timeout is None:
+            ready = super().select(None)
+        return ready
+
+
+class _LateLoop(asyncio.SelectorEventLoop):
+    def __init__(self, late: list[float]):
+        self._clock = _JumpsToTheNextTimer(late)
+        super().__init__(self._clock)
+
+    def time(self) -> float:
+        return self._clock.now
+
+
+LATE = [((k * 37) % 150 + 1) / 10_000 for k in range(150)]  # 0.1 ms to 15 ms, each once, in no order
+
+
+def test_the_report_says_how_late_the_loop_ran(kata, tmp_path):
+    """watch() reports the loop's lag as it was: its samples, p50, p99 and max, on a loop whose every wake-up is late by a known amount"""
+    lagmon = importlib.import_module(f"{kata.__name__}.lagmon")
+    interval = getattr(lagmon, "INTERVAL", 0.01)
+    cgroup = v2_tree(tmp_path, "max")
+    (cgroup / "cpu.stat").unlink()  # a cgroup that does not say: nothing throttled, and nothing to raise about
+    # The window ends half an interval before the 150th wake-up: exactly 150 samples, each LATE[i] late.
+    window = len(LATE) * interval + sum(LATE) - interval / 2
+    loop = _LateLoop(LATE)
+    try:
+        report = run_bounded(loop.run_until_complete, lagmon.watch(window, root=tmp_path),
+                             what=f"watch({window:.4f}, root=...) on a loop whose clock jumps",
+                             seconds=max(hang_after(), 10.0))
+    finally:
+        loop.close()
+    ordered = sorted(LATE)
+    expected = {"samples": len(LATE), "p50_ms": ordered[len(ordered) // 2] * 1000,
+                "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1000, "max_ms": ordered[-1] * 1000}
+    got = {name: getattr(report, name, None) for name in expected}
+    wrong = [f"{name} {got[name]!r} where {value:.4g} was due" for name, value in expected.items()
+             if not isinstance(got[name], (int, float)) or abs(got[name] - value) > 1e-6]
+    assert not wrong, (
+        f"expected the report to say how late the loop woke: it slept {interval * 1000:g} ms at a time and each of "
+        f"its {len(LATE)} wake-ups came a known amount late (every step of 0.1 ms from 0.1 to 15 ms, once each, in "
+        f"a shuffled order; a loop whose clock jumps to its next timer), so p50 {expected['p50_ms']:.1f} ms, "
+        f"p99 {expected['p99_ms']:.1f} ms, max {expected['max_ms']:.1f} ms; but it has {'; '.join(wrong)} "
+        f"(the report: {report})")
+
+
+COUNTED_FROM = 1023  # where the folder's counters stand before watch() begins: 2**10 - 1, so that no bit
+#                      trick on the counters gives their growth
+
+
+def test_the_counters_the_report_shows_are_their_growth_while_it_watched(kata, tmp_path):
+    """where the report shows the cgroup's periods, throttled periods and throttled time, they are what grew while it watched, on cgroup v1 and v2"""
+    lagmon = importlib.import_module(f"{kata.__name__}.lagmon")
+    for version in (1, 2):
+        root = tmp_path / f"v{version}"
+        root.mkdir()
+        cgroup = v1_tree(root, 50_000) if version == 1 else v2_tree(root, "50000 100000")
+        write_cpu_stat(cgroup, version, COUNTED_FROM, COUNTED_FROM, COUNTED_FROM * 1000)
+        steps = []
+
+        async def kernel() -> None:
+            while True:
+                await asyncio.sleep(0.05)
+                n = len(steps) + 1
+                write_cpu_stat(cgroup, version, COUNTED_FROM + n, COUNTED_FROM + n, (COUNTED_FROM + n) * 1000 + n * 2500)
+                steps.append(n)
+
+        async def scenario():
+            stepping = asyncio.create_task(kernel())
+            try:
+                return await lagmon.watch(WINDOW, root=root)
+            finally:
+                stepping.cancel()
+                final = dict(line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())
+                stats.update({k: int(v) for k, v in final.items()})
+
+        stats: dict[str, int] = {}
+        report = run_bounded(asyncio.run, scenario(), what=f"watch({WINDOW}, root=...)", seconds=max(hang_after(), 10.0))
+        grew = stats["nr_periods"] - COUNTED_FROM
+        # Read at watch()'s start, or a step later by a watch() that awaits before it reads: one step of slack.
+        due = {"periods": {grew, grew - 1}, "throttled_periods": {grew, grew - 1},
+               "throttled_ms": {grew * 3.5, (grew - 1) * 3.5}}  # 1 ms and 2.5 ms more per step, counted in us
+        shown = {name: getattr(report, name) for name in due if isinstance(getattr(report, name, None), (int, float))}
+        wrong = [f"{name} {value!r}" for name, value in shown.items() if not any(abs(value - d) < 1e-6 for d in due[name])]
+        assert not wrong, (
+            f"expected the counters the report shows to be what grew while watch() ran: on cgroup v{version}, "
+            f"nr_periods and nr_throttled grew by {grew} and the throttled time by {grew * 3.5:g} ms (from "
+            f"{COUNTED_FROM} each; {COUNTERS[version]}), but the report has {', '.join(wrong)} (the report: {report})")
 
 
 # --- for real ----------------------------------------------------------------------------------
