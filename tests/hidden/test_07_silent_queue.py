@@ -246,7 +246,12 @@ def test_the_guard_refuses_a_procfile_that_defines_a_process_type_twice(kata, tm
                 "worker: celery -A reports.celery_app worker -Q insight,celery --loglevel=INFO\n")
     try:
         found = guard(kata, tmp_path, "Procfile", procfile)
-    except Exception:  # noqa: BLE001 - refusing the file outright is a right answer
+    except Exception as exc:  # noqa: BLE001 - refusing the file outright is a right answer
+        said = re.findall(r"\blines? (\d+)(?: and (\d+))?", str(exc))
+        named = {int(n) for pair in said for n in pair if n}
+        assert named <= {2, 3}, (
+            f"expected the guard's refusal, where it gives line numbers, to name lines 2 and 3 of the Procfile (the "
+            f"two `worker:` lines, counting from 1 as an editor does), but it says: {exc}")
         return
     assert found, (
         "expected the guard to refuse a Procfile that defines the process type 'worker' on lines 2 and 3, one on "
@@ -348,18 +353,37 @@ EXCLUDE_SPELLINGS = ("-X {}", "-X{}", "--exclude-queues={}", "--exclude-queues {
 OTHER_OPTIONS = ("--loglevel=INFO", "-l INFO", "-c 2", "--concurrency 4", "-O fair")
 
 
-def consumed_by(worker: dict) -> set:
+OTHER_PROCESSES = (  # lines of a deploy file that start no Celery worker
+    ("rq", "rq worker default"),  # another queue library's worker
+    ("jobs", "bundle exec rake worker"),  # a word 'worker' in someone else's command line
+    ("flower", "celery -A reports.celery_app flower"),  # Celery, but no worker
+)
+
+
+def consumed_by(worker: dict, task_queues) -> set:
     """The oracle: what a worker consumes, from what it was given."""
     if worker["refused"]:
         return set()
     given = [names for kind, _, names in worker["options"] if kind == "Q"]
     listed = given[-1] if given else worker["env"]
     excluded = [names for kind, _, names in worker["options"] if kind == "X"]
-    return (set(listed) if listed else {"celery"}) - (set(excluded[-1]) if excluded else set())
+    excluded = set(excluded[-1]) if excluded else set(worker["env_exclude"] or ())
+    return (set(listed) if listed else set(task_queues) if task_queues else {"celery"}) - excluded
 
 
-def deploy_text(form: str, workers: list) -> tuple[str, str]:
-    """(file name, text) of a deploy file that starts `workers`."""
+def environment_of(w: dict) -> dict:
+    """A worker's environment: its queue variables, and one whose value holds '=' as a URL's query does."""
+    env = {"DATABASE_URL": "postgresql://db/reports?sslmode=require"}
+    if w["env"]:
+        env["CELERY_WORKER_QUEUES"] = ",".join(w["env"])
+    if w["env_exclude"]:
+        env["CELERY_WORKER_EXCLUDE_QUEUES"] = ",".join(w["env_exclude"])
+    return env
+
+
+def deploy_text(form: str, workers: list, others: list) -> tuple[str, str]:
+    """(file name, text) of a deploy file that starts `workers`, with `others` (indexes into OTHER_PROCESSES, and
+    None for a comment and a blank line) among them."""
     commands = []
     for w in workers:
         tokens = ["celery", "-A", "reports.celery_app", "worker"]
@@ -369,48 +393,66 @@ def deploy_text(form: str, workers: list) -> tuple[str, str]:
     if form == "Procfile":
         lines = [PROCFILE_WEB.strip()]
         for i, (w, tokens) in enumerate(zip(workers, commands)):
-            prefix = f"CELERY_WORKER_QUEUES={','.join(w['env'])} " if w["env"] else ""
-            lines.append(f"worker{i}: {prefix}{' '.join(tokens)}")
+            prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in environment_of(w).items())
+            lines.append(f"worker{i}: {prefix}{' '.join(shlex.quote(t) for t in tokens)}")
+        for j, other in enumerate(others):
+            at = 1 + j % len(lines)
+            lines[at:at] = (["# an old worker: celery -A reports.celery_app worker -Q schema", ""] if other is None
+                            else [f"{OTHER_PROCESSES[other][0]}{j}: {OTHER_PROCESSES[other][1]}"])
         return "Procfile", "\n".join(lines) + "\n"
     services = {}
     for i, (w, tokens) in enumerate(zip(workers, commands)):
-        service = {"command": tokens if form == "compose, command as a list" else " ".join(tokens)}
-        if w["env"]:
-            value = ",".join(w["env"])
-            service["environment"] = ({"CELERY_WORKER_QUEUES": value} if i % 2 == 0
-                                      else [f"CELERY_WORKER_QUEUES={value}"])
+        service = {"command": tokens if form == "compose, command as a list" else shlex.join(tokens)}
+        env = environment_of(w)
+        service["environment"] = env if i % 2 == 0 else [f"{k}={v}" for k, v in env.items()]
         services[f"worker{i}"] = service
+    for j, other in enumerate(o for o in others if o is not None):
+        services[f"{OTHER_PROCESSES[other][0]}{j}"] = {"command": OTHER_PROCESSES[other][1]}
     return "docker-compose.yml", json.dumps({"services": services})  # JSON is YAML
 
 
 if st is not None:
-    _names = st.lists(st.sampled_from(("schema", "insight", "celery", "reports")), min_size=1, max_size=3,
-                      unique=True)
+    # Queue names as Celery takes them: a one-letter one, and one with '=' in it, too.
+    _names = st.lists(st.sampled_from(("schema", "insight", "celery", "reports", "q", "tier=gold")), min_size=1,
+                      max_size=3, unique=True)
     _option = st.one_of(
         st.tuples(st.just("Q"), st.sampled_from(QUEUE_SPELLINGS), _names),
         st.tuples(st.just("X"), st.sampled_from(EXCLUDE_SPELLINGS), _names),
         st.tuples(st.just("other"), st.sampled_from(OTHER_OPTIONS), st.none()),
     )
     _worker = st.fixed_dictionaries({"options": st.lists(_option, max_size=4), "env": st.none() | _names,
-                                     "refused": st.booleans()})
+                                     "env_exclude": st.none() | _names, "refused": st.booleans()})
 
     @hypothesis_seed(SEED)
     @settings(max_examples=60, deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck))
     @given(st.sampled_from(("Procfile", "compose, command as a string", "compose, command as a list")),
-           st.lists(_worker, min_size=1, max_size=3))
+           st.lists(_worker, min_size=1, max_size=3),
+           st.lists(st.none() | st.integers(0, len(OTHER_PROCESSES) - 1), max_size=3),
+           st.none() | _names)
     @example("Procfile", [{"options": [("Q", "-Q {}", ["schema"]), ("Q", "--queues {}", ["insight", "celery"])],
-                           "env": None, "refused": False}])  # the last -Q counts
+                           "env": None, "env_exclude": None, "refused": False}], [], None)  # the last -Q counts
     @example("Procfile", [{"options": [("Q", "-Q {}", ["schema", "insight", "celery"])], "env": None,
-                           "refused": True}])  # a -Q with no value last: Celery starts no worker
+                           "env_exclude": None, "refused": True}], [], None)  # a -Q with no value: no worker starts
     @example("compose, command as a list", [{"options": [("other", "-c 2", None)], "env": ["schema", "insight"],
-                                             "refused": False}])  # the environment's list, no -Q
-    def test_the_guard_reads_any_worker_command_as_celery_does(kata, tmp_path, form, workers):
+                                             "env_exclude": None, "refused": False}], [0], None)  # the environment's
+    @example("Procfile", [{"options": [("X", "-X {}", ["insight"])], "env": None, "env_exclude": None,
+                           "refused": False}], [None, 1, 0], ["schema", "insight", "celery"])  # task_queues, less -X
+    @example("Procfile", [{"options": [("Q", "-Q{}", ["q"]), ("other", "-l INFO", None)], "env": None,
+                           "env_exclude": None, "refused": False},
+                          {"options": [("Q", "--queues={}", ["tier=gold", "schema"])], "env": None, "env_exclude": None,
+                           "refused": False}], [], None)  # -Qq, a one-letter queue; --queues=tier=gold,schema
+    def test_the_guard_reads_any_worker_command_as_celery_does(kata, tmp_path, form, workers, others, task_queues):
         """any worker command, in any deploy file: queue options in every spelling, repeated, excluded, from the environment, or refused by Celery (named, or the file refused)"""
-        name, text = deploy_text(form, workers)
-        consumed = set().union(*(consumed_by(w) for w in workers))
+        from kombu import Queue
+
+        name, text = deploy_text(form, workers, others)
+        consumed = set().union(*(consumed_by(w, task_queues) for w in workers))
         wanted = ROUTED - consumed
         refused = any(w["refused"] for w in workers)
+        app_of(kata).conf.task_queues = [Queue(n) for n in task_queues] if task_queues else None
+        if task_queues:
+            text += f"\n# (the app's task_queues: {', '.join(task_queues)})\n"  # a comment, in a Procfile as in YAML
         try:
             found = guard(kata, tmp_path, name, text)
         except (ValueError, SystemExit) as exc:
