@@ -259,6 +259,27 @@ def _close(fds: set, *which: int) -> None:
                 os.close(fd)
 
 
+@contextlib.contextmanager
+def on_a_still_cgroup(impl: Path, folder: Path, *, limit: int, usage: int, handle_seconds: float):
+    """The worker at `impl` on a cgroup v2 tree that says `limit` and a usage that stays `usage`, fed an endless
+    feed; yields (the worker's Popen, the Feed, its log file). Both are stopped when the block ends."""
+    folder.mkdir(parents=True, exist_ok=True)
+    root = fake_root(folder, limit)
+    _write_usage(root, usage)
+    feed = Feed(None)
+    log_path = folder / "worker.log"
+    with contextlib.ExitStack() as stack:
+        stack.callback(feed.stop)
+        log = stack.enter_context(open(log_path, "wb"))
+        argv = [sys.executable, "-c", WORKER, str(impl), "--feed", f"127.0.0.1:{feed.port}",
+                "--checkpoint", str(folder / "checkpoint.json"), "--handle-seconds", f"{handle_seconds:g}",
+                "--cgroup-root", str(root)]
+        worker = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        stack.callback(_kill_group, worker)
+        yield worker, feed, log_path
+
+
 def real_here() -> bool:
     return containers.missing(containers.MEMORY_LIMIT) == ""
 

@@ -13,10 +13,11 @@ but never passes one: the test then says it could not run here.
 """
 import importlib
 import os
+import time
 from pathlib import Path
 
 import pytest
-from memory_guard_harness import RECORD_BYTES, Outcome, run
+from memory_guard_harness import RECORD_BYTES, Outcome, on_a_still_cgroup, run
 
 from loopkata.services import ServiceUnavailable, containers
 from loopkata.testing import hang_after
@@ -450,3 +451,57 @@ def test_a_queue_as_big_as_the_limit_allows_never_needs_to_shed(kata, tmp_path):
         f"({how(outcome, scene)})"
     )
     not_here_after(outcome, "the worker's run under a real memory limit")
+
+
+# --- the worker on a cgroup whose numbers hold still ------------------------------------------
+# A cgroup v2 tree of the test's own (no cgroup needed): memory.max says the limit, memory.current a usage that
+# never moves, and the feed never ends. What the worker does is decided by those numbers alone.
+
+STILL_LIMIT = 100 * MiB  # 80% of it is a whole number of bytes, and of pages
+
+
+def log_of(path: Path) -> str:
+    lines = [ln for ln in path.read_text(errors="replace").strip().splitlines() if ln.strip()][-4:]
+    return " | ".join(lines) or "nothing"
+
+
+def test_the_worker_sheds_when_usage_is_exactly_at_the_shedding_point(kata, tmp_path):
+    """at exactly 80% of the limit, not only above it, the worker stops taking work and exits with EXIT_SHED"""
+    ingest = ingest_of(kata)
+    shed = getattr(ingest, "EXIT_SHED", None)
+    at = STILL_LIMIT * 4 // 5
+    deadline = max(hang_after(), 10.0)
+    with on_a_still_cgroup(impl_of(kata), tmp_path / "still", limit=STILL_LIMIT, usage=at,
+                           handle_seconds=HANDLE_SECONDS) as (worker, feed, log):
+        try:
+            status = worker.wait(deadline)
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: still running, judged below
+            status = None
+        sent = feed.sent
+    how = (f"a cgroup v2 tree whose memory.max is {STILL_LIMIT // MiB} MiB and whose memory.current stays at "
+           f"{at} bytes, exactly shed_at(limit); an endless feed; the worker said: {log_of(log)}")
+    assert status is not None, (
+        f"expected the worker to stop taking work and exit with EXIT_SHED ({shed}) at once, but it was still running "
+        f"{deadline:g} s later, the feed having sent {sent} records ({how}): the shedding point is reached when usage "
+        f"is at it, not only above it")
+    assert status == shed, f"expected the worker to exit with EXIT_SHED ({shed}), it exited with status {status} ({how})"
+
+
+def test_the_queue_holds_what_the_limit_allows(kata, tmp_path):
+    """with downstream slow, the worker reads ahead of it as far as its queue allows: at least half the limit in records"""
+    usage = 8 * MiB
+    ahead = (STILL_LIMIT // 2 - usage) // RECORD_BYTES  # records half the limit holds, less what is in use
+    deadline = time.monotonic() + max(hang_after(), 5.0)  # a deadline only: a bounded queue fills in a moment
+    with on_a_still_cgroup(impl_of(kata), tmp_path / "ahead", limit=STILL_LIMIT, usage=usage,
+                           handle_seconds=30.0) as (worker, feed, log):
+        while feed.sent < ahead and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sent, status = feed.sent, worker.poll()
+    assert sent >= ahead, (
+        f"expected the worker to read ahead of a slow downstream (30 s per record) until its queue was full, at least "
+        f"{ahead} records of {RECORD_BYTES // 1024} KiB (half the {STILL_LIMIT // MiB} MiB limit, less the "
+        f"{usage // MiB} MiB in use), but the feed could send only {sent}"
+        + (f", and the worker exited with status {status}" if status is not None else "")
+        + f": a queue much smaller than the limit allows holds the feed back for nothing (a cgroup v2 tree whose "
+        f"memory.max is {STILL_LIMIT // MiB} MiB and whose memory.current stays {usage // MiB} MiB; the worker said: "
+        f"{log_of(log)})")
