@@ -377,21 +377,27 @@ class _LateLoop(asyncio.SelectorEventLoop):
 LATE = [((k * 37) % 150 + 1) / 10_000 for k in range(150)]  # 0.1 ms to 15 ms, each once, in no order
 
 
+def watch_late(lagmon, root: Path, late: list[float]):
+    """watch() on a loop whose clock jumps, its i-th wake-up late[i] late; the window ends half an interval before
+    the last wake-up, so that there is exactly one sample per entry of `late`."""
+    interval = getattr(lagmon, "INTERVAL", 0.01)
+    window = len(late) * interval + sum(late) - interval / 2
+    loop = _LateLoop(late)
+    try:
+        return run_bounded(loop.run_until_complete, lagmon.watch(window, root=root),
+                           what=f"watch({window:.4f}, root=...) on a loop whose clock jumps",
+                           seconds=max(hang_after(), 10.0))
+    finally:
+        loop.close()
+
+
 def test_the_report_says_how_late_the_loop_ran(kata, tmp_path):
-    """watch() reports the loop's lag as it was: its samples, p50, p99 and max, on a loop whose every wake-up is late by a known amount"""
+    """watch() reports the loop's lag as it was (samples, p50, p99, max) on a loop whose every wake-up is late by a known amount, and blames the loop only over budget"""
     lagmon = importlib.import_module(f"{kata.__name__}.lagmon")
     interval = getattr(lagmon, "INTERVAL", 0.01)
     cgroup = v2_tree(tmp_path, "max")
     (cgroup / "cpu.stat").unlink()  # a cgroup that does not say: nothing throttled, and nothing to raise about
-    # The window ends half an interval before the 150th wake-up: exactly 150 samples, each LATE[i] late.
-    window = len(LATE) * interval + sum(LATE) - interval / 2
-    loop = _LateLoop(LATE)
-    try:
-        report = run_bounded(loop.run_until_complete, lagmon.watch(window, root=tmp_path),
-                             what=f"watch({window:.4f}, root=...) on a loop whose clock jumps",
-                             seconds=max(hang_after(), 10.0))
-    finally:
-        loop.close()
+    report = watch_late(lagmon, tmp_path, LATE)
     ordered = sorted(LATE)
     expected = {"samples": len(LATE), "p50_ms": ordered[len(ordered) // 2] * 1000,
                 "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1000, "max_ms": ordered[-1] * 1000}
@@ -404,6 +410,15 @@ def test_the_report_says_how_late_the_loop_ran(kata, tmp_path):
         f"a shuffled order; a loop whose clock jumps to its next timer), so p50 {expected['p50_ms']:.1f} ms, "
         f"p99 {expected['p99_ms']:.1f} ms, max {expected['max_ms']:.1f} ms; but it has {'; '.join(wrong)} "
         f"(the report: {report})")
+    budget = lagmon.LAG_BUDGET
+    over = watch_late(lagmon, tmp_path, [budget + late for late in LATE])  # every wake-up over the budget
+    causes = {"within": (cause_of(report), expected["p99_ms"] <= budget * 1000), "over": (cause_of(over), False)}
+    for run, (cause, within) in causes.items():
+        held = "the loop kept to its budget" if within else "every wake-up came later than the budget"
+        assert not NAMES_THROTTLING.search(cause) and (cause.strip().lower() == "none") == within, (
+            f"expected the report's cause to be {'none' if within else 'the loop, held by this process'}: {held} "
+            f"(LAG_BUDGET {budget * 1000:g} ms; a loop whose clock jumps, its cgroup's cpu.stat unreadable, so nothing "
+            f"counted a throttled period), but the cause was {cause!r} (the report: {report if within else over})")
 
 
 COUNTED_FROM = 1023  # where the folder's counters stand before watch() begins: 2**10 - 1, so that no bit
