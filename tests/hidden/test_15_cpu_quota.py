@@ -350,15 +350,19 @@ def names_throttling_when_nr_throttled_grew(kata, tmp_path, version):
 
 class _JumpsToTheNextTimer(selectors.DefaultSelector):
     """A selector whose clock jumps: when the loop would sleep until its next timer, the clock moves on by that
-    sleep at once, and by the next of `late` more: the loop wakes exactly that much late, whatever the machine."""
+    sleep at once, and by the next of `late` more: the loop wakes exactly that much late, whatever the machine.
+    `at_jump`: {n: f} calls f() as the n-th jump is made (the kernel counting a throttled period, say)."""
 
-    def __init__(self, late: list[float]):
+    def __init__(self, late: list[float], at_jump: dict | None = None):
         super().__init__()
-        self.now, self.late = 0.0, list(late)
+        self.now, self.late, self.at_jump, self.jumps = 0.0, list(late), dict(at_jump or {}), 0
 
     def select(self, timeout=None):
         ready = super().select(0)
         if not ready and timeout:
+            self.jumps += 1
+            if self.jumps in self.at_jump:
+                self.at_jump.pop(self.jumps)()
             self.now += timeout + (self.late.pop(0) if self.late else 0.0)
         elif not ready and timeout is None:
             ready = super().select(None)
@@ -366,8 +370,8 @@ class _JumpsToTheNextTimer(selectors.DefaultSelector):
 
 
 class _LateLoop(asyncio.SelectorEventLoop):
-    def __init__(self, late: list[float]):
-        self._clock = _JumpsToTheNextTimer(late)
+    def __init__(self, late: list[float], at_jump: dict | None = None):
+        self._clock = _JumpsToTheNextTimer(late, at_jump)
         super().__init__(self._clock)
 
     def time(self) -> float:
@@ -377,12 +381,12 @@ class _LateLoop(asyncio.SelectorEventLoop):
 LATE = [((k * 37) % 150 + 1) / 10_000 for k in range(150)]  # 0.1 ms to 15 ms, each once, in no order
 
 
-def watch_late(lagmon, root: Path, late: list[float]):
+def watch_late(lagmon, root: Path, late: list[float], at_jump: dict | None = None):
     """watch() on a loop whose clock jumps, its i-th wake-up late[i] late; the window ends half an interval before
-    the last wake-up, so that there is exactly one sample per entry of `late`."""
+    the last wake-up, so that there is exactly one sample per entry of `late` (none if `late` is empty)."""
     interval = getattr(lagmon, "INTERVAL", 0.01)
-    window = len(late) * interval + sum(late) - interval / 2
-    loop = _LateLoop(late)
+    window = max(0.0, len(late) * interval + sum(late) - interval / 2)
+    loop = _LateLoop(late, at_jump)
     try:
         return run_bounded(loop.run_until_complete, lagmon.watch(window, root=root),
                            what=f"watch({window:.4f}, root=...) on a loop whose clock jumps",
@@ -397,19 +401,24 @@ def test_the_report_says_how_late_the_loop_ran(kata, tmp_path):
     interval = getattr(lagmon, "INTERVAL", 0.01)
     cgroup = v2_tree(tmp_path, "max")
     (cgroup / "cpu.stat").unlink()  # a cgroup that does not say: nothing throttled, and nothing to raise about
+    for late in (LATE, LATE[:99], []):  # 150 samples; 99 (an odd count, whose p99 is its largest); none
+        report = watch_late(lagmon, tmp_path, late)
+        ordered = sorted(late) or [0.0]
+        expected = {"samples": len(late), "p50_ms": ordered[len(ordered) // 2] * 1000,
+                    "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1000,
+                    "max_ms": ordered[-1] * 1000}
+        expected.update({name: 0 for name in ("periods", "throttled_periods", "throttled_ms")
+                         if isinstance(getattr(report, name, None), (int, float))})  # shown, and nothing counted
+        got = {name: getattr(report, name, None) for name in expected}
+        wrong = [f"{name} {got[name]!r} where {value:.4g} was due" for name, value in expected.items()
+                 if not isinstance(got[name], (int, float)) or abs(got[name] - value) > 1e-6]
+        assert not wrong, (
+            f"expected the report to say how late the loop woke: it slept {interval * 1000:g} ms at a time and each "
+            f"of its {len(late)} wake-ups came a known amount late (steps of 0.1 ms up to 15 ms, each once, in a "
+            f"shuffled order; a loop whose clock jumps to its next timer; its cgroup's cpu.stat unreadable, so "
+            f"nothing counted), so p50 {expected['p50_ms']:.1f} ms, p99 {expected['p99_ms']:.1f} ms, max "
+            f"{expected['max_ms']:.1f} ms; but it has {'; '.join(wrong)} (the report: {report})")
     report = watch_late(lagmon, tmp_path, LATE)
-    ordered = sorted(LATE)
-    expected = {"samples": len(LATE), "p50_ms": ordered[len(ordered) // 2] * 1000,
-                "p99_ms": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] * 1000, "max_ms": ordered[-1] * 1000}
-    got = {name: getattr(report, name, None) for name in expected}
-    wrong = [f"{name} {got[name]!r} where {value:.4g} was due" for name, value in expected.items()
-             if not isinstance(got[name], (int, float)) or abs(got[name] - value) > 1e-6]
-    assert not wrong, (
-        f"expected the report to say how late the loop woke: it slept {interval * 1000:g} ms at a time and each of "
-        f"its {len(LATE)} wake-ups came a known amount late (every step of 0.1 ms from 0.1 to 15 ms, once each, in "
-        f"a shuffled order; a loop whose clock jumps to its next timer), so p50 {expected['p50_ms']:.1f} ms, "
-        f"p99 {expected['p99_ms']:.1f} ms, max {expected['max_ms']:.1f} ms; but it has {'; '.join(wrong)} "
-        f"(the report: {report})")
     budget = lagmon.LAG_BUDGET
     over = watch_late(lagmon, tmp_path, [budget + late for late in LATE])  # every wake-up over the budget
     causes = {"within": (cause_of(report), expected["p99_ms"] <= budget * 1000), "over": (cause_of(over), False)}
@@ -419,6 +428,22 @@ def test_the_report_says_how_late_the_loop_ran(kata, tmp_path):
             f"expected the report's cause to be {'none' if within else 'the loop, held by this process'}: {held} "
             f"(LAG_BUDGET {budget * 1000:g} ms; a loop whose clock jumps, its cgroup's cpu.stat unreadable, so nothing "
             f"counted a throttled period), but the cause was {cause!r} (the report: {report if within else over})")
+
+
+def test_one_throttled_period_is_enough_to_name_throttling(kata, tmp_path):
+    """when nr_throttled grows by one period only while watch() runs, the report names throttling"""
+    lagmon = importlib.import_module(f"{kata.__name__}.lagmon")
+    cgroup = v2_tree(tmp_path, "50000 100000")
+    write_cpu_stat(cgroup, 2, 40, EARLIER, EARLIER * 20_000)
+    late = [0.0001] * 60
+    # Halfway through, the kernel counts one more period, throttled once: the loop kept to its budget all along.
+    report = watch_late(lagmon, tmp_path, late, {30: lambda: write_cpu_stat(cgroup, 2, 41, EARLIER + 1,
+                                                                            (EARLIER + 1) * 20_000)})
+    cause = cause_of(report)
+    assert NAMES_THROTTLING.search(cause), (
+        f"expected the report's cause to name CPU throttling: its own cgroup's nr_throttled grew by one, from "
+        f"{EARLIER} to {EARLIER + 1}, while watch() ran (cgroup v2's cpu.stat; a loop whose clock jumps, each wake-up "
+        f"0.1 ms late, far within budget), but the cause was {cause!r} (the report: {report})")
 
 
 COUNTED_FROM = 1023  # where the folder's counters stand before watch() begins: 2**10 - 1, so that no bit
