@@ -108,7 +108,8 @@ def sizing(root: Path = Path("/")) -> Sizing:
 def install(loop: asyncio.AbstractEventLoop, root: Path = Path("/")) -> Sizing:
     """Give `loop` its default executor, sized from the CPUs the service may use; every worker calls this."""
     plan = sizing(root)
+    quota = cpu_quota(root) or "none"  # pragma: no mutate (the words of a log line)
     loop.set_default_executor(ThreadPoolExecutor(max_workers=plan.threads, thread_name_prefix="blocking"))
     log.info("sized for %d CPUs (affinity %d, quota %s, os.cpu_count() %s): %d workers, %d executor threads",
-             plan.cpus, _affinity(), cpu_quota(root) or "none", os.cpu_count(), plan.workers, plan.threads)
+             plan.cpus, _affinity(), quota, os.cpu_count(), plan.workers, plan.threads)
     return plan

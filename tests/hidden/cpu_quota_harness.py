@@ -232,8 +232,9 @@ def _finish(child: subprocess.Popen, impl: Path, seconds: float, stdin: str | No
 
 
 def run_cases(kata, cases: list[dict], python_cpu_count: str | None, seconds: float) -> list[dict]:
-    """Each case {"root", "affinity" (a CPU number or None), "executor" (bool), "environ"
-    (variables set in os.environ for this case's call only; None unsets one)} in one fresh process.
+    """Each case {"root", "affinity" (a CPU number or None), "cpus_online" (as if the machine had that many CPUs,
+    every one allowed), "executor" (bool), "environ" (variables set in os.environ for this case's call only; None
+    unsets one)} in one fresh process.
 
     Each result has "affinity" (the CPUs the process could run on), "cpus" or "error" (and "lines"),
     "read" (the files the code opened: {"path", "inside" root, "missing"}), and with "executor",
@@ -376,6 +377,19 @@ def _set_env(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
+_REAL_AFFINITY, _REAL_CPU_COUNT = os.sched_getaffinity, os.cpu_count
+
+
+def _as_if_online(n: int | None) -> None:
+    """os.sched_getaffinity(0) and os.cpu_count() as on a machine of `n` CPUs (None: this machine's own).
+
+    This machine has few CPUs; what a rule does with 4, 16 or 64 is an input like any other."""
+    if n is None:
+        os.sched_getaffinity, os.cpu_count = _REAL_AFFINITY, _REAL_CPU_COUNT
+    else:
+        os.sched_getaffinity, os.cpu_count = (lambda pid: set(range(n))), (lambda: n)
+
+
 def _cases(impl: Path, deadline: float) -> dict:
     global _opened
     runtime, _ = _load(impl)
@@ -388,6 +402,8 @@ def _cases(impl: Path, deadline: float) -> dict:
         try:
             if case.get("affinity") is not None:
                 os.sched_setaffinity(0, {case["affinity"]})
+            if case.get("cpus_online"):  # a machine of that many CPUs, this process allowed on every one
+                _as_if_online(case["cpus_online"])
             result["affinity"] = len(os.sched_getaffinity(0))
             for name, value in case.get("environ", {}).items():
                 _set_env(name, value)
@@ -414,6 +430,7 @@ def _cases(impl: Path, deadline: float) -> dict:
                     result.update(_raised(exc, impl))
         finally:
             _opened = None
+            _as_if_online(None)
             os.sched_setaffinity(0, mask)
             for name, value in saved.items():
                 _set_env(name, value)

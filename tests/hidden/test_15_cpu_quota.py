@@ -658,34 +658,49 @@ if st is not None:
             st.just(vp[1]),
         ))
 
+    # The machine: 1 to 64 CPUs (as if: this one has few), and PYTHON_CPU_COUNT unset, a number, 0 or a word.
+    _machine = st.tuples(st.integers(1, 64), st.sampled_from((None, "0", "1", "3", "12", "default", "lots")))
+    # The process's cgroup, a colon in a name too (the kernel allows it; /proc/self/cgroup splits on the first two)
+    _cgroup_path = st.sampled_from(("/kubepods/pod1/c1", "/system.slice/app:blue.scope", "/a:b/c:d"))
+
     @hypothesis_seed(SEED)
     @settings(max_examples=6, deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck))
-    @given(st.lists(_limits(), min_size=1, max_size=8))
-    @example([  # the cases that matter, in one process
-        ("v2", 150_000, 1_000_000), ("v1", 150_000, 1_000_000),  # 0.15 CPU is 1, though 1.5 with a period of 100000
-        ("v2", 100_001, 100_000),  # a microsecond over one CPU is two
-        ("v1", 2_000, 1_000),  # the kernel's shortest period
-        ("v2", "max", 250_000), ("v1", -1, 50_000),  # no limit, on another period than the default
-        ("v2", 2 ** 63 - 1, 1_000_000),  # a quota far beyond any machine
-        ("v1", 50_000, 100_000), ("v2", 250_000, 100_000),  # 0.5 is 1, 2.5 is 3: rounded up, never down
-    ])
+    @given(st.lists(st.tuples(_limits(), _machine, _cgroup_path), min_size=1, max_size=8))
+    @example([(limits, (cpus, count), "/kubepods/pod1/c1") for limits, cpus, count in (  # the cases that matter
+        (("v2", 150_000, 1_000_000), 2, None), (("v1", 150_000, 1_000_000), 2, None),  # 0.15 CPU is 1, not 1.5
+        (("v2", 100_001, 100_000), 8, None),  # a microsecond over one CPU is two
+        (("v1", 2_000, 1_000), 4, None),  # the kernel's shortest period
+        (("v2", "max", 250_000), 6, None), (("v1", -1, 50_000), 6, None),  # no limit, on another period
+        (("v2", 2 ** 63 - 1, 1_000_000), 64, "12"),  # a quota far beyond any machine; PYTHON_CPU_COUNT decides
+        (("v1", 50_000, 100_000), 4, None), (("v2", 250_000, 100_000), 16, None),  # rounded up, never down
+        (("v2", "max", 100_000), 8, "0"), (("v1", -1, 100_000), 8, "1"),  # 0 is no number of CPUs; 1 is one
+    )])
     def _quota_property(kata, tmp_path_factory, limits):
         folder = tmp_path_factory.mktemp("quota")
-        for n, (version, quota, period_us) in enumerate(limits):
+        for n, ((version, quota, period_us), _, path) in enumerate(limits):
             if version == "v1":
-                v1_tree(folder / str(n), quota, period_us)
+                v1_tree(folder / str(n), quota, period_us, path=path)
             else:
-                v2_tree(folder / str(n), f"{quota} {period_us}")
-        results = cases(kata, *({"root": str(folder / str(n))} for n in range(len(limits))))
-        for (version, quota, period_us), result in zip(limits, results):
+                v2_tree(folder / str(n), f"{quota} {period_us}", path=path)
+        results = cases(kata, *({"root": str(folder / str(n)), "cpus_online": cpus, "executor": True,
+                                 "environ": {"PYTHON_CPU_COUNT": count}}
+                                for n, (_, (cpus, count), _) in enumerate(limits)))
+        for ((version, quota, period_us), (cpus, count), path), result in zip(limits, results):
             files = (f"cpu.max '{quota} {period_us}'" if version == "v2"
                      else f"cpu.cfs_quota_us {quota}, cpu.cfs_period_us {period_us}")
-            want = oracle(result["affinity"], quota, period_us)
+            limit = int(count) if count is not None and count.isdigit() and int(count) > 0 else None
+            want = min(oracle(cpus, quota, period_us), limit or cpus)
+            machine = (f"cgroup {version} with {files}, its cgroup {path}, on a machine of {cpus} CPUs (every one "
+                       f"allowed) with PYTHON_CPU_COUNT " + ("unset" if count is None else repr(count)))
+            seed = f" [Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]"
             assert "error" not in result and result.get("cpus") == want, (
-                f"expected effective_cpus() to return {want} on cgroup {version} with {files} "
-                f"({affinity_words(result)}), but {said(result)}{what_it_read(result)} "
-                f"[Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]")
+                f"expected effective_cpus() to return {want} on {machine}, but {said(result)}{what_it_read(result)}"
+                f"{seed}")
+            assert result.get("workers") == want and result.get("threads") == min(32, want + 4), (
+                f"expected sizing().workers to be {want} and install(loop)'s default executor to start "
+                f"{min(32, want + 4)} threads (min(32, CPUs + 4)) on {machine}, but they were "
+                f"{result.get('workers')!r} and {result.get('threads')!r}{seed}")
 
 
 def test_any_period_and_quota_the_kernel_takes(kata, tmp_path_factory):
