@@ -259,14 +259,39 @@ def _close(fds: set, *which: int) -> None:
                 os.close(fd)
 
 
+class RefusingFeed(Feed):
+    """GET /feed answered with `status` and nothing more: a feed that is down."""
+
+    def __init__(self, status: bytes = b"503 Service Unavailable"):
+        self.status_line = status
+        super().__init__(0)
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.conn, _ = self.listener.accept()
+                break
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.recv(4096)
+                self.conn.sendall(b"HTTP/1.0 " + self.status_line + b"\r\n\r\n")
+                self.conn.shutdown(socket.SHUT_RDWR)
+
+
 @contextlib.contextmanager
-def on_a_still_cgroup(impl: Path, folder: Path, *, limit: int, usage: int, handle_seconds: float):
-    """The worker at `impl` on a cgroup v2 tree that says `limit` and a usage that stays `usage`, fed an endless
-    feed; yields (the worker's Popen, the Feed, its log file). Both are stopped when the block ends."""
+def on_a_still_cgroup(impl: Path, folder: Path, *, limit: int, usage: int, handle_seconds: float,
+                      feed: Feed | None = None):
+    """The worker at `impl` on a cgroup v2 tree that says `limit` and a usage that stays `usage`, fed `feed` (an
+    endless one by default); yields (the worker's Popen, the Feed, its log file). Both are stopped when the block
+    ends."""
     folder.mkdir(parents=True, exist_ok=True)
     root = fake_root(folder, limit)
     _write_usage(root, usage)
-    feed = Feed(None)
+    feed = Feed(None) if feed is None else feed
     log_path = folder / "worker.log"
     with contextlib.ExitStack() as stack:
         stack.callback(feed.stop)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from memory_guard_harness import RECORD_BYTES, Outcome, on_a_still_cgroup, run
+from memory_guard_harness import RECORD_BYTES, Outcome, RefusingFeed, on_a_still_cgroup, run
 
 from loopkata.services import ServiceUnavailable, containers
 from loopkata.testing import hang_after
@@ -423,7 +423,10 @@ def test_a_queue_as_big_as_the_limit_allows_never_needs_to_shed(kata, tmp_path):
     outcome = run(impl_of(kata), tmp_path / "flood", limit=LIMIT, records=FEED, handle_seconds=HANDLE_SECONDS,
                   deadline=max(hang_after(), 10.0))
     scene = f"a finite feed of {FEED} records ({FEED * RECORD_BYTES // MiB} MiB), nothing else in the container"
-    expected = f"the worker to handle all {FEED} records and exit with EXIT_DONE ({ingest.EXIT_DONE})"
+    expected = f"the worker to handle all {FEED} records and exit with EXIT_DONE (0)"
+    assert getattr(ingest, "EXIT_DONE", None) == 0, (
+        f"expected ingest.EXIT_DONE to be 0, the status of a process that did its work: a platform restarts a "
+        f"worker that exits with another (and counts it as crashed), but it is {getattr(ingest, 'EXIT_DONE', None)!r}")
     assert not (outcome.oom_kills or outcome.killed), killed_message(outcome, expected, scene)
     assert outcome.status is not None, (
         f"expected {expected}, but it was still running {outcome.deadline:g} s later, and the test killed it "
@@ -491,7 +494,8 @@ def test_the_queue_holds_what_the_limit_allows(kata, tmp_path):
     """with downstream slow, the worker reads ahead of it as far as its queue allows: at least half the limit in records"""
     usage = 8 * MiB
     ahead = (STILL_LIMIT // 2 - usage) // RECORD_BYTES  # records half the limit holds, less what is in use
-    deadline = time.monotonic() + max(hang_after(), 5.0)  # a deadline only: a bounded queue fills in a moment
+    # A deadline only: a right worker fills its queue in a moment; this allows a slow start on a busy machine.
+    deadline = time.monotonic() + max(hang_after(), 15.0)
     with on_a_still_cgroup(impl_of(kata), tmp_path / "ahead", limit=STILL_LIMIT, usage=usage,
                            handle_seconds=30.0) as (worker, feed, log):
         while feed.sent < ahead and worker.poll() is None and time.monotonic() < deadline:
@@ -505,3 +509,26 @@ def test_the_queue_holds_what_the_limit_allows(kata, tmp_path):
         + f": a queue much smaller than the limit allows holds the feed back for nothing (a cgroup v2 tree whose "
         f"memory.max is {STILL_LIMIT // MiB} MiB and whose memory.current stays {usage // MiB} MiB; the worker said: "
         f"{log_of(log)})")
+
+
+def test_a_feed_that_is_down_ends_the_worker_with_its_error(kata, tmp_path):
+    """when the feed answers 503, the worker ends with that error and writes its checkpoint, and never waits for records"""
+    ingest = ingest_of(kata)
+    deadline = 10.0  # a deadline only: a right worker ends within a second of starting
+    with on_a_still_cgroup(impl_of(kata), tmp_path / "down", limit=STILL_LIMIT, usage=8 * MiB,
+                           handle_seconds=HANDLE_SECONDS, feed=RefusingFeed()) as (worker, feed, log):
+        try:
+            status = worker.wait(deadline)
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: still running, judged below
+            status = None
+    how = (f"GET /feed answered 503 and closed; a cgroup v2 tree whose memory.max is {STILL_LIMIT // MiB} MiB; the "
+           f"worker said: {log_of(log)}")
+    assert status is not None, (
+        f"expected the worker to end with the feed's error, but it was still running {deadline:g} s later ({how}): "
+        f"the task reading the feed had failed, and the others waited for records that could never come")
+    assert status not in (0, getattr(ingest, "EXIT_DONE", 0), getattr(ingest, "EXIT_SHED", None)), (
+        f"expected the worker to end with the feed's error (a status that is neither EXIT_DONE nor EXIT_SHED), but "
+        f"it exited with {status}, as if {'it had handled the whole feed' if status == 0 else 'it had shed load'} "
+        f"({how})")
+    assert (tmp_path / "down" / "checkpoint.json").exists(), (
+        f"expected the worker's finally to write its checkpoint on its way out, but there is none ({how})")
