@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from loopkata.authoring.mutation import digests as reference_digests, mutated_files  # noqa: E402
+from loopkata.authoring.mutation import digests as reference_digests, mutated_files, shown_score  # noqa: E402
 from loopkata.model import catalogue  # noqa: E402
 
 RECORD = ROOT / "benchmarks" / "mutation_score.json"
@@ -265,7 +265,7 @@ def rescore() -> None:
             continue
         score(k.id, figures)
         print(f"{k.number:02d} {k.id:<25} survived {figures['survived']:>3}, equivalent {figures['equivalent']:>3}, "
-              f"score {figures['score']:.0%}")
+              f"score {shown_score(figures['score'], figures['survived'])}")
     RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -305,7 +305,7 @@ def main() -> None:
     for k in katas:
         got = measured[k.id]
         print(f"{k.number:02d} {k.id:<25} {got['mutants']:>7} {got['killed']:>6} {got['survived']:>8} "
-              f"{got['timed_out']:>9} {got['equivalent']:>10} {got['score']:>6.0%} {got['seconds']:>7.0f}s"
+              f"{got['timed_out']:>9} {got['equivalent']:>10} {shown_score(got['score'], got['survived']):>6} {got['seconds']:>7.0f}s"
               + (f"  ({got['not_here']} could not run here)" if got["not_here"] else ""))
     for k in katas:
         got = measured[k.id]

@@ -39,3 +39,12 @@ def mutated_files(kata) -> dict[str, Path]:
 def digests(kata) -> dict[str, str]:
     """sha256 of every file mutated_files() names."""
     return {name: hashlib.sha256(p.read_bytes()).hexdigest() for name, p in mutated_files(kata).items()}
+
+
+def shown_score(score: float, survived: int) -> str:
+    """A score as the tables print it: 100% only when no mutant survived, else rounded down to a tenth of a
+    percent (one survivor in 400 reads 99.7%, not 100%)."""
+    if not survived:
+        return f"{score:.0%}"
+    tenths = int(score * 1000) / 10
+    return f"{tenths:.1f}%" if tenths % 1 else f"{tenths:.0f}%"

@@ -15,6 +15,7 @@ from .. import scan
 from ..guard.findings import KINDS, UNSEEN
 from ..model import catalogue
 from ..room import effort
+from .mutation import shown_score
 
 LATENCY_RECORD = "benchmarks/check_latency.json"  # written by benchmarks/check_latency.py (make bench)
 MUTATION_RECORD = "benchmarks/mutation_score.json"  # written by benchmarks/mutation_score.py (make mutation)
@@ -65,7 +66,7 @@ def mutation_table() -> str:
             continue
         when = got.get("measured", {})
         rows.append(f"| {k.number:02d} `{k.id}` | {got['mutants']} | {got['killed']} | {got['survived']} | "
-                    f"{got['timed_out']} | {got['equivalent']} | {got['score']:.0%} | "
+                    f"{got['timed_out']} | {got['equivalent']} | {shown_score(got['score'], got['survived'])} | "
                     f"{got['seconds']:.0f} s on {got.get('workers', '?')} worker{'' if got.get('workers') == 1 else 's'} | "
                     f"{when.get('date', '?')}, {when.get('cores', '?')} cores, {when.get('tool', '?')} |")
     return "\n".join(rows)
