@@ -73,6 +73,11 @@ HOW = "uvicorn --workers 2 on 127.0.0.1"
 DUAL_STACK = (", listening as `--host ::` does, on IPv6 for IPv4 too: the server's ends of the connections are "
               "IPv6 sockets, listed in /proc/net/tcp6 with IPv4-mapped addresses (::ffff:127.0.0.1), not in /proc/net/tcp")
 LOOK_EVERY = 0.05  # seconds between two looks at the CPU waits while a drill runs
+# A "fail" in control mode is the machine's doing only if a drill that never reached worker A could have said it:
+# such a drill, the kubelet's way (the starter's), fails after FAILURE_THRESHOLD probes in a row, 3, each
+# late by LIMIT, so its threads and worker B must have waited for a CPU about that long. A right drill waits far
+# less: 0.5-0.7 s in a loaded CI stage.
+HELD_PAST = 3 * LIMIT
 
 
 class CpuWaitWhileDrilling:
@@ -197,9 +202,10 @@ def drill_says_fail_once(pods, kata):
     assert froze, (f"expected the drill to send GET {path}, but no worker served it, and the drill said {said(verdict)} "
                    f"({HOW}{DUAL_STACK if pod.dual_stack else ''})")
     frozen, other = froze[0], next(pid for pid in workers if pid != froze[0])
-    if waited >= LIMIT and getattr(verdict, "outcome", None) == "fail":
-        raise HeldByTheMachine(f"the workers and the drill waited {waited:.1f} s for a CPU while the drill ran, past its "
-                               f"limit of {LIMIT:g} s: probes of worker B were late too, and a drill that judges it would also say fail")
+    if waited >= HELD_PAST and getattr(verdict, "outcome", None) == "fail":
+        raise HeldByTheMachine(f"the workers and the drill waited {waited:.1f} s for a CPU while the drill ran, "
+                               f"{HELD_PAST:g} s or more: probes of worker B were late too, and a drill that judges it "
+                               f"would also say fail")
     how = (f"the drill's slow request GET {path} froze the event loop of the worker that served it, worker A "
            f"(the server's record), while worker B stayed free; the test let worker A go "
            + ("once the drill had spoken" if spoke_while_frozen else f"{FROZEN_FOR:g} s later, the drill still silent")
