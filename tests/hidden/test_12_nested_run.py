@@ -187,6 +187,10 @@ def start_held_job(server, warehouse: Warehouse, log: JobLog, customer: str, ste
             try:
                 job = job_state(server.url, post.job_id())
             except httpx.TimeoutException:
+                if warehouse.holds(customer):
+                    # The job got there while the answer was waiting: whether a loop held by a job still answers
+                    # is for the tests of a free loop to say, so the verdict does not hang on which came first.
+                    break
                 raise AssertionError(
                     f"expected GET /jobs/{{id}} to answer while the report job for {customer} ran, it got no answer "
                     f"within {PROBE_TIMEOUT:g} s{blocked_at(server.loop_held())} ({HOW})"
@@ -303,8 +307,8 @@ def test_health_answers_while_a_job_runs(kata):
                 for _ in range(PROBES):
                     at = server.loop_lines()  # where the loop is while the probe waits for it
                     assert probe(server.url), (
-                        f"expected GET /health to answer while a report job ran (a liveness probe waits "
-                        f"{PROBE_TIMEOUT:g} s), it got no answer within {PROBE_TIMEOUT:g} s{blocked_at(at)} ({how})"
+                        f"expected GET /health to answer while a report job ran (this probe waits "
+                        f"{PROBE_TIMEOUT:g} s, a liveness probe 1 s by default), it got no answer within {PROBE_TIMEOUT:g} s{blocked_at(at)} ({how})"
                     )
                     time.sleep(PROBE_EVERY)
             finally:
