@@ -34,7 +34,7 @@ def cpu_cgroup(root: Path = Path("/")) -> tuple[Path, int] | None:
     """This process's cgroup folder for the cpu controller, and its version (1 or 2); None if none is found."""
     try:
         lines = (root / "proc/self/cgroup").read_text().splitlines()
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # a cgroup's name may hold any byte but "/" and a newline
         return None
     hierarchies = [line.split(":", 2) for line in lines if line.count(":") >= 2]
     mounts = root / "sys/fs/cgroup"

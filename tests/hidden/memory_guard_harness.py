@@ -305,6 +305,22 @@ def on_a_still_cgroup(impl: Path, folder: Path, *, limit: int, usage: int, handl
         yield worker, feed, log_path
 
 
+def ran_and_slept(pid: int) -> tuple[float, int]:
+    """Seconds the threads of `pid` have spent on a CPU, and how many times they gave it up to wait for something
+    (a sleep, a socket, a timer: voluntary context switches). Threads that ended are not counted."""
+    ran, slept = 0.0, 0
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    ran += int(f.read().split()[0]) / 1e9
+                with open(f"/proc/{pid}/task/{tid}/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"voluntary_ctxt_switches:"):
+                            slept += int(line.split()[1])
+    return ran, slept
+
+
 def real_here() -> bool:
     return containers.missing(containers.MEMORY_LIMIT) == ""
 

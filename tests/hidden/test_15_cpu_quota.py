@@ -243,6 +243,31 @@ def test_unreadable_cgroup_files_leave_the_affinity(kata, tmp_path):
         require(result, expected(result["affinity"]), machine)
 
 
+def test_a_cgroup_named_in_bytes_that_are_not_utf8_is_no_crash(kata, tmp_path):
+    """a cgroup whose name is not UTF-8 text (the kernel allows any byte but / and a newline) never makes effective_cpus() raise"""
+    name = b"/user.slice/session-\xff\xfe.scope"  # as the kernel writes it: the bytes of the name, as they are
+    v1_tree(tmp_path / "v1", 100_000)
+    cgroup = tmp_path / "v1/proc/self/cgroup"
+    cgroup.write_bytes(cgroup.read_bytes().replace(b"12:memory:" + V1_PATH.encode(), b"12:memory:" + name))
+    v2_tree(tmp_path / "v2", "100000 100000")
+    (tmp_path / "v2/proc/self/cgroup").write_bytes(b"0::" + name + b"\n")
+    own = Path(os.fsdecode(bytes(tmp_path / "v2/sys/fs/cgroup") + name))
+    own.mkdir(parents=True)
+    (own / "cpu.max").write_text("100000 100000\n")
+    write_cpu_stat(own, 2)
+    trees = [(tmp_path / "v1", f"cgroup v1 with a quota of 1 CPU, whose /proc/self/cgroup names {name!r} on its memory "
+                               f"line ({v1_words('cpu.cfs_quota_us 100000, cpu.cfs_period_us 100000')})"),
+             (tmp_path / "v2", f"cgroup v2 whose /proc/self/cgroup says 0::{name!r}, and whose cgroup of that name "
+                               f"has cpu.max '100000 100000'")]
+    results = cases(kata, *({"root": str(root)} for root, _ in trees))
+    for (_, machine), result in zip(trees, results):
+        quota, none = expected(result["affinity"], 1), expected(result["affinity"])
+        assert "error" not in result and result.get("cpus") in (quota, none), (
+            f"expected effective_cpus() to return {quota}, or {none} if it cannot read the cgroup's name, on {machine} "
+            f"({affinity_words(result)}), but {said(result)}: a file that is not UTF-8 text is a file it cannot read, "
+            f"never a reason for the service not to start{what_it_read(result)}")
+
+
 def test_the_executor_and_the_workers_follow_the_cpus(kata, tmp_path):
     """the default executor that install() gives a loop starts min(32, CPUs + 4) threads, at 1 CPU and at 2, and there is one worker per CPU"""
     v2_tree(tmp_path / "v2", "50000 100000")

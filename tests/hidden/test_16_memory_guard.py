@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from memory_guard_harness import RECORD_BYTES, Outcome, RefusingFeed, on_a_still_cgroup, run
+from memory_guard_harness import RECORD_BYTES, Feed, Outcome, RefusingFeed, on_a_still_cgroup, ran_and_slept, run
 
 from loopkata.services import ServiceUnavailable, containers
 from loopkata.testing import hang_after
@@ -182,6 +182,41 @@ def test_no_cgroup_or_an_unreadable_file_means_no_limit(kata, tmp_path):
     expect_limit(limits, root, None, "a cgroup v2 tree whose proc/self/cgroup reads 'this is not a cgroup file'")
 
 
+def test_a_cgroup_named_in_bytes_that_are_not_utf8_is_no_crash(kata, tmp_path):
+    """memory_limit() and memory_usage() never raise on a cgroup whose name is not UTF-8 text (the kernel allows any byte but / and a newline)"""
+    limits = limits_of(kata)
+    name = b"/user.slice/session-\xff\xfe.scope"  # as the kernel writes it: the bytes of the name, as they are
+    cases = []
+    root = tmp_path / "v1"
+    v1_tree(root)
+    text = (root / "proc/self/cgroup").read_bytes().replace(b"1:name=systemd:/process_api/cacf0b62e673",
+                                                              b"1:name=systemd:" + name)
+    (root / "proc/self/cgroup").write_bytes(text)
+    cases.append((root, 134217728, 73400320, "a cgroup v1 tree whose name=systemd line in proc/self/cgroup names "
+                  f"{name!r}, and whose memory line and files are as in the test of v1 trees"))
+    root = tmp_path / "v2"
+    v2_tree(root, path="/", max_=None, current=None)
+    (root / "proc/self/cgroup").write_bytes(b"0::" + name + b"\n")
+    own = Path(os.fsdecode(bytes(root / "sys/fs/cgroup") + name))
+    own.mkdir(parents=True)
+    (own / "memory.max").write_text("268435456\n")
+    (own / "memory.current").write_text("104857600\n")
+    cases.append((root, 268435456, 104857600, f"a cgroup v2 tree whose proc/self/cgroup says '0::{name!r}', and whose "
+                  "cgroup of that name holds memory.max '268435456' and memory.current '104857600'"))
+    for root, limit, usage, where in cases:
+        for call, want in (("memory_limit", limit), ("memory_usage", usage)):
+            try:
+                got = getattr(limits, call)(root)
+            except Exception as exc:
+                raise AssertionError(
+                    f"expected {call}(root) to return {size(want)} (or None, if it cannot read the name) for {where}, "
+                    f"but it raised {type(exc).__name__}: {exc}: a file that is not UTF-8 text is a file it cannot "
+                    f"read, never a reason for the worker not to start") from exc
+            assert got in (want, None) and type(got) in (int, type(None)), (
+                f"expected {call}(root) to return {size(want)}, or None if it cannot read the name, for {where}, got "
+                f"{size(got)}")
+
+
 def test_usage_is_read_from_the_cgroup(kata, tmp_path):
     """memory_usage() reads the cgroup's own usage (memory.current, or v1's memory.usage_in_bytes): everything the limit counts"""
     limits = limits_of(kata)
@@ -231,11 +266,13 @@ def limit_oracle(value):
 
 
 if st is not None:
-    _segment = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12).filter(
+    # Any character but "/" and a newline may name a cgroup (the kernel refuses "\n" there), ":" among them.
+    _segment = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.:", min_size=1, max_size=12).filter(
         lambda t: t not in (".", "..") and not t.startswith(("cgroup.", "memory.")))  # not a file the tree holds
 
     def _trees():
-        """(version, cgroup path, limit file's value, usage, v1 mounted at its own cgroup)."""
+        """(version, cgroup path, limit file's value, usage, v1 mounted at its own cgroup, a v2 cgroup named
+        "memory" at the top of the tree)."""
         return st.tuples(st.sampled_from(("v1", "v2")), st.lists(_segment, max_size=4)).flatmap(lambda vp: st.tuples(
             st.just(vp[0]),
             st.just("/" + "/".join(vp[1])),
@@ -243,6 +280,7 @@ if st is not None:
                       st.sampled_from(("max",) if vp[0] == "v2" else V1_NO_LIMITS)),
             st.integers(0, 2 ** 40 // PAGE).map(lambda pages: pages * PAGE),
             st.booleans() if vp[0] == "v1" and vp[1] else st.just(False),
+            st.booleans() if vp[0] == "v2" else st.just(False),
         ))
 
     @hypothesis_seed(SEED)
@@ -250,18 +288,23 @@ if st is not None:
               suppress_health_check=list(HealthCheck))
     @given(st.lists(_trees(), min_size=1, max_size=4))
     @example([  # the cases that matter
-        ("v1", "/kubepods/burstable/pod1/c1", 9223372036854710272, 4096, False),  # "no limit" on 64 KiB pages
-        ("v2", "/", 2 ** 50, 0, False),  # a cgroup namespace, and a limit far beyond the machine
-        ("v1", "/docker/0123456789ab", 4096, 4096, True),  # one page, v1 mounted at the container's own cgroup
-        ("v2", "/a/b/c/d", "max", 2 ** 40, False),
+        ("v1", "/kubepods/burstable/pod1/c1", 9223372036854710272, 4096, False, False),  # "no limit", 64 KiB pages
+        ("v2", "/", 2 ** 50, 0, False, False),  # a cgroup namespace, and a limit far beyond the machine
+        ("v1", "/docker/0123456789ab", 4096, 4096, True, False),  # one page, v1 mounted at the container's own cgroup
+        ("v2", "/a/b/c/d", "max", 2 ** 40, False, False),
+        ("v2", "/jobs/memory", 2 ** 28, 2 ** 20, False, True),  # cgroup v2 with a cgroup named "memory" at the top
+        ("v1", "/pods/a:b", 2 ** 28, 2 ** 20, False, False),  # a colon in a cgroup's name
     ])
     def _limit_property(kata, tmp_path_factory, trees):
         limits = limits_of(kata)
         folder = tmp_path_factory.mktemp("limits")
-        for n, (version, path, value, usage, own) in enumerate(trees):
+        for n, (version, path, value, usage, own, named_memory) in enumerate(trees):
             root = folder / str(n)
             if version == "v2":
                 where = v2_tree(root, path=path, max_=f"{value}\n", current=f"{usage}\n")
+                if named_memory:
+                    (root / "sys/fs/cgroup/memory").mkdir(exist_ok=True)
+                    where += ', beside a cgroup named "memory" at the top of the tree (sys/fs/cgroup/memory)'
             else:
                 where = v1_tree(root, path=path, limit=f"{value}\n", usage=f"{usage}\n", mounted_at_own=own)
             seed = f" [Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]"
@@ -316,8 +359,12 @@ def test_the_queue_bound_and_the_shedding_point_come_from_the_limit(kata):
     call = f"queue_bound({size(32 * MiB)}, item_bytes={MiB}, baseline={size(30 * MiB)})"
     bound = queue_bound(32 * MiB, item_bytes=MiB, baseline=30 * MiB)
     assert isinstance(bound, int) and bound >= 1, (
-        f"expected {call} to return at least 1, got {bound!r}: asyncio.Queue(maxsize=0), or a negative maxsize, "
-        f"has no bound at all"
+        f"expected {call} to return 1, got {bound!r}: asyncio.Queue(maxsize=0), or a negative maxsize, has no bound "
+        f"at all"
+    )
+    assert bound == 1, (
+        f"expected {call} to return 1, got {bound!r}: the baseline alone is past 70% of the limit, so the queue may "
+        f"hold no more than the one record it needs to have a bound at all"
     )
     bound = queue_bound(None, item_bytes=item, baseline=baseline)
     assert isinstance(bound, int) and bound >= 1, (
@@ -509,6 +556,47 @@ def test_the_queue_holds_what_the_limit_allows(kata, tmp_path):
         + f": a queue much smaller than the limit allows holds the feed back for nothing (a cgroup v2 tree whose "
         f"memory.max is {STILL_LIMIT // MiB} MiB and whose memory.current stays {usage // MiB} MiB; the worker said: "
         f"{log_of(log)})")
+
+
+QUIET_RECORDS = 4  # records the feed sends before it goes quiet, in the test of a resting worker
+QUIET_FOR = 0.5  # seconds of quiet the test watches at least...
+RESTS = 10  # ...and until the worker has given up its CPU this many times (a guard looking every 20 ms: in 0.2 s)
+SPIN_RAN = 0.1  # seconds on a CPU in that quiet that show a worker spinning...
+SPIN_PER_SLEEP = 0.005  # ...when it gave the CPU up less than once per 5 ms of them (one look at the cgroup: ~0.1 ms)
+
+
+def test_the_guard_rests_between_two_looks(kata, tmp_path):
+    """while the feed is quiet the worker rests: its guard pauses between two looks at the cgroup instead of keeping a CPU busy"""
+    with on_a_still_cgroup(impl_of(kata), tmp_path / "quiet", limit=STILL_LIMIT, usage=8 * MiB,
+                           handle_seconds=HANDLE_SECONDS, feed=Feed(QUIET_RECORDS, hold=True)) as (worker, feed, log):
+        deadline = time.monotonic() + max(hang_after(), 10.0)  # a deadline only: a right worker starts in a moment
+        while feed.sent < QUIET_RECORDS and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ran_before, slept_before = ran_and_slept(worker.pid)
+        started = time.monotonic()
+        ran = slept = 0
+        # Until it has rested often enough, or run long enough to show it spins: a CPU it cannot have (the check's
+        # other tests take them) only makes the wait longer, never the verdict different.
+        while (worker.poll() is None and ran < SPIN_RAN and time.monotonic() < deadline
+               and (time.monotonic() - started < QUIET_FOR or slept < RESTS)):
+            time.sleep(0.02)
+            now_ran, now_slept = ran_and_slept(worker.pid)
+            ran, slept = now_ran - ran_before, now_slept - slept_before
+        watched, sent, status = time.monotonic() - started, feed.sent, worker.poll()
+    how = (f"the feed sent {QUIET_RECORDS} records, then nothing more and no end; a cgroup v2 tree whose memory.max is "
+           f"{STILL_LIMIT // MiB} MiB and whose memory.current stays 8 MiB; the worker said: {log_of(log)}")
+    assert sent >= QUIET_RECORDS, (
+        f"expected the worker to read the feed's first {QUIET_RECORDS} records, but the feed could send only {sent}"
+        + (f", and the worker exited with status {status}" if status is not None else "") + f" ({how})")
+    assert status is None, (
+        f"expected the worker to wait for more records while the feed was quiet, but it exited with status {status} "
+        f"({how})")
+    assert not (ran >= SPIN_RAN and ran > SPIN_PER_SLEEP * slept), (
+        f"expected the worker to rest while the feed was quiet, but in {watched:.2f} s it ran {ran:.2f} s on a CPU "
+        f"and gave the CPU up {slept} time{'' if slept == 1 else 's'}: something looks again and again without a "
+        f"pause (a guard with asyncio.sleep(0), or none, between two looks at the cgroup's usage). It keeps a CPU "
+        f"busy for nothing, and a container's CPU limit throttles the whole worker for it: pause between two looks "
+        f"({how})")
 
 
 def test_a_feed_that_is_down_ends_the_worker_with_its_error(kata, tmp_path):
