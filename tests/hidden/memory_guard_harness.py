@@ -164,17 +164,21 @@ class Feed:
         self.thread = threading.Thread(target=self._serve, name="the feed", daemon=True)
         self.thread.start()
 
-    def _serve(self) -> None:
-        record = HEADER.pack(RECORD_BYTES) + b"r" * RECORD_BYTES
+    def _accept(self) -> socket.socket | None:
+        """The worker's connection, once it comes (None if the feed was stopped first)."""
         while not self.stopping.is_set():
             try:
                 self.conn, _ = self.listener.accept()
-                break
+                return self.conn
             except TimeoutError:
                 continue
             except OSError:
-                return
-        if self.conn is None:
+                return None
+        return None
+
+    def _serve(self) -> None:
+        record = HEADER.pack(RECORD_BYTES) + b"r" * RECORD_BYTES
+        if self._accept() is None:
             return
         conn = self.conn
         conn.settimeout(None)
@@ -267,15 +271,7 @@ class RefusingFeed(Feed):
         super().__init__(0)
 
     def _serve(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                self.conn, _ = self.listener.accept()
-                break
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-        if self.conn is not None:
+        if self._accept() is not None:
             with contextlib.suppress(OSError):
                 self.conn.recv(4096)
                 self.conn.sendall(b"HTTP/1.0 " + self.status_line + b"\r\n\r\n")

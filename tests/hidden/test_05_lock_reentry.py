@@ -33,7 +33,14 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from loopkata.testing import Hang, describe_frames, hang_after, run_bounded, where_stuck
+from loopkata.testing import (
+    Hang,
+    SteppingClock,
+    describe_frames,
+    hang_after,
+    run_bounded,
+    where_stuck,
+)
 
 UPDATES = 10  # per writer
 RULES = b"# cost_center,account,share\nops,6100,0.5\nops,6200,0.5\nsales,7100,1.0\n"
@@ -798,23 +805,6 @@ def test_upload_is_saved(kata, tmp_path):
 
 
 
-class _SteppingClock:
-    """The app module's `time`, but perf_counter() moves on by STEP seconds at each call: a request
-    timed by the access log's middleware (two calls) took exactly STEP seconds."""
-
-    STEP = 1.5
-
-    def __init__(self):
-        self._calls = 0
-
-    def perf_counter(self) -> float:
-        self._calls += 1
-        return 100.0 + self.STEP * self._calls
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-
 class _AccessLog(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)
@@ -843,7 +833,7 @@ def test_the_service_keeps_its_contract(kata, tmp_path):
     access, access_logger = _AccessLog(), logging.getLogger("rules.access")
     access_logger.addHandler(access)
     level, access_logger.level = access_logger.level, logging.INFO
-    real_time, app_module.time = app_module.time, _SteppingClock()
+    real_time, app_module.time = app_module.time, SteppingClock(clocks=("perf_counter",), start=100.0)
     try:
         with serving(app) as base:
             def post(name, data):
@@ -873,10 +863,10 @@ def test_the_service_keeps_its_contract(kata, tmp_path):
             f"expected an upload of {what} to be refused with 400" + (f" saying {words!r}" if words else "")
             + f", got {answer.status_code}: {answer.text[:300]}")
     assert json.loads(path.read_text()) == doc, "expected the refused uploads to leave the document as it was"
-    expected = f"POST /rules 200 {_SteppingClock.STEP * 1000:.0f} ms"
+    expected = f"POST /rules 200 {SteppingClock.STEP * 1000:.0f} ms"
     assert access.lines.count(expected) == 2 and "POST /rules 400 1500 ms" in access.lines, (
         f"expected the access log to show each request with its status and the time it took, "
-        f"{expected!r} for each upload (a clock that moves {_SteppingClock.STEP:g} s between the middleware's two "
+        f"{expected!r} for each upload (a clock that moves {SteppingClock.STEP:g} s between the middleware's two "
         f"readings), got {access.lines}")
 
 # --- nothing that blocks runs on the event loop --------------------------------

@@ -24,7 +24,7 @@ import httpx
 from fastapi.routing import APIRoute, iter_route_contexts  # included routers stay wrapped in app.routes
 
 from blocking_handler_harness import NO_TLS, AccessLines, LoggedTracebacks, ModelAPI, draft_for, served
-from loopkata.testing import Deadline, hang_after
+from loopkata.testing import Deadline, SteppingClock, hang_after
 
 # A liveness probe waits 1 s by default (Kubernetes' timeoutSeconds). The model holds every call
 # until the probes are done, so an event loop held by a call gives no answer at all, however long
@@ -429,33 +429,6 @@ def test_a_request_whose_handler_raises_gets_a_completion_line(kata):
         f"traceback, as it does when nothing catches it, but no log record carried its traceback: the client got "
         f"{status} and the error itself was swallowed (one request whose handler raised, every logger read, {HOW})"
     )
-
-
-class SteppingClock:
-    """The access log module's `time`, whose monotonic clocks move on by STEP seconds at each reading: a request
-    timed from two readings took exactly STEP seconds, whatever the machine's speed. Other names are time's own."""
-
-    STEP = 1.5
-
-    def __init__(self):
-        self._readings = 0
-
-    def _next(self) -> float:
-        self._readings += 1
-        return 1000.0 + self.STEP * self._readings
-
-    def perf_counter(self) -> float:
-        return self._next()
-
-    monotonic = perf_counter
-
-    def perf_counter_ns(self) -> int:
-        return round(self._next() * 1e9)
-
-    monotonic_ns = perf_counter_ns
-
-    def __getattr__(self, name):
-        return getattr(time, name)
 
 
 def test_a_health_check_is_logged_like_every_request(kata):
