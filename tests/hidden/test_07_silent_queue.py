@@ -12,7 +12,6 @@ and waits for each. Every worker is killed with its process group when the
 test ends, whatever happened.
 """
 import json
-import os
 import re
 import shlex
 import textwrap
@@ -24,6 +23,7 @@ import pytest
 
 from loopkata.services import celery_workers
 from loopkata.scan import celery_routes
+from loopkata.testing import NO_HYPOTHESIS, property_seed, replay_words
 
 TASKS = {  # name -> args: one task of every kind the app routes
     "schema.sync_source": [1],
@@ -346,7 +346,7 @@ try:
 except ImportError:  # pinned in requirements.txt; without it this test is skipped, and a skip never passes a check
     st = None
 
-SEED = int(os.environ.get("LOOPKATA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "big"))
+SEED = property_seed()
 ROUTED = {"schema", "insight", "celery"}  # the app's routes, and its default queue
 QUEUE_SPELLINGS = ("-Q {}", "-Q{}", "--queues={}", "--queues {}")
 EXCLUDE_SPELLINGS = ("-X {}", "-X{}", "--exclude-queues={}", "--exclude-queues {}")
@@ -460,25 +460,25 @@ if st is not None:
             raise AssertionError(
                 f"expected the guard to read this {form}, whose workers consume {sorted(consumed) or 'nothing'}, "
                 f"and name {sorted(wanted) or 'no queue'}; it raised {type(exc).__name__}: {exc}\n{text}"
-                f"[Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]") from None
+                + replay_words(SEED)) from None
         except Exception as exc:  # noqa: BLE001 - a guard that breaks on a deploy file is shown with it
             raise AssertionError(
                 f"expected the guard to read this {form}, whose workers consume {sorted(consumed) or 'nothing'}, "
                 f"and name {sorted(wanted) or 'no queue'}; it raised {type(exc).__name__}: {exc}\n{text}"
-                f"[Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]") from None
+                + replay_words(SEED)) from None
         assert found == wanted, (
             f"expected the guard to name {sorted(wanted) or 'no queue'} for this {form}, got "
             f"{sorted(found) or 'no queue'}: as Celery reads them, its workers consume {sorted(consumed) or 'nothing'} "
             f"(the last queue option counts, CELERY_WORKER_QUEUES stands in for a missing one, excluded queues are "
             f"taken out, and a command line ending in an option with no value starts no worker)\n{text}"
-            f"[Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]"
+            + replay_words(SEED)
         )
 
 
 def test_the_guard_reads_any_worker_command_as_celery_does(kata, tmp_path):
     """any worker command, in any deploy file: queue options in every spelling, repeated, excluded, from the environment, or refused by Celery (named, or the file refused)"""
     if st is None:
-        pytest.skip("Hypothesis is not installed here (pip install -r requirements.txt), so this test cannot run")
+        pytest.skip(NO_HYPOTHESIS)
     _guard_property(kata, tmp_path)
 
 

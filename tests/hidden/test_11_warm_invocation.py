@@ -23,7 +23,6 @@ of 4 in one warm container, ..."); the learner's own exception is shown with
 its type and message, and the lines of the code under test it went through.
 """
 import itertools
-import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,7 +31,7 @@ import pytest
 from warm_invocation_harness import KEEPALIVE, STOCK, Container, ContainerDied, StockService
 
 from loopkata.services import ServiceUnavailable
-from loopkata.testing import Hang, hang_after
+from loopkata.testing import NO_HYPOTHESIS, Hang, hang_after, property_seed, replay_words
 
 LONG_KEEPALIVE = 60.0  # seconds: the tests without a freeze never leave a connection idle this long
 FREEZE_TRIES = 3  # a freeze is redone when the service closed the idle connection before SIGSTOP took hold
@@ -309,7 +308,7 @@ try:
 except ImportError:  # pinned in requirements.txt; without it this test is skipped, and a skip never passes a check
     st = None
 
-SEED = int(os.environ.get("LOOPKATA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "big"))
+SEED = property_seed()
 _examples = itertools.count(1)
 
 if st is not None:
@@ -327,7 +326,7 @@ if st is not None:
         number = next(_examples)
         with service.lock:
             service.stock = dict(STOCK)
-        seed = f" [Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]"
+        seed = " " + replay_words(SEED)
         plan = "; ".join(f"o-{number}-{o} {sku} x{qty}{' (its connection dies once applied)' if dies else ''}"
                          for o, sku, qty, dies in writes)
         reservations = []
@@ -358,5 +357,5 @@ if st is not None:
 def test_every_reservation_is_applied_once_whatever_it_shares_with_the_others(container, service):
     """every reservation is applied exactly once, even one that repeats the order, SKU and quantity of another, or whose connection dies after it was applied"""
     if st is None:
-        pytest.skip("Hypothesis is not installed here (pip install -r requirements.txt), so this test cannot run")
+        pytest.skip(NO_HYPOTHESIS)
     _idempotency_property(container, service)

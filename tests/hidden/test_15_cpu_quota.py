@@ -51,7 +51,7 @@ from cpu_quota_harness import (
 )
 
 from loopkata.services import containers
-from loopkata.testing import Hang, hang_after, run_bounded
+from loopkata.testing import NO_HYPOTHESIS, Hang, hang_after, property_seed, replay_words, run_bounded
 
 AFFINITY = len(os.sched_getaffinity(0))  # the CPUs a child of this process may use, unless a test sets fewer
 ONE_CPU = min(os.sched_getaffinity(0))  # the CPU a test pins a child to
@@ -659,7 +659,7 @@ try:
 except ImportError:  # pinned in requirements.txt; without it this test is skipped, and a skip never passes a check
     st = None
 
-SEED = int(os.environ.get("LOOPKATA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "big"))
+SEED = property_seed()
 MIN_PERIOD_US, MAX_PERIOD_US = 1_000, 1_000_000  # what the kernel accepts as a CFS period
 
 
@@ -718,7 +718,7 @@ if st is not None:
             want = min(oracle(cpus, quota, period_us), limit or cpus)
             machine = (f"cgroup {version} with {files}, its cgroup {path}, on a machine of {cpus} CPUs (every one "
                        f"allowed) with PYTHON_CPU_COUNT " + ("unset" if count is None else repr(count)))
-            seed = f" [Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]"
+            seed = " " + replay_words(SEED)
             assert "error" not in result and result.get("cpus") == want, (
                 f"expected effective_cpus() to return {want} on {machine}, but {said(result)}{what_it_read(result)}"
                 f"{seed}")
@@ -732,5 +732,5 @@ def test_any_period_and_quota_the_kernel_takes(kata, tmp_path_factory):
     """any period from 1 ms to 1 s and any quota, on cgroup v1 and v2, give the quota's CPUs rounded up"""
     if st is None:
         import pytest
-        pytest.skip("Hypothesis is not installed here (pip install -r requirements.txt), so this test cannot run")
+        pytest.skip(NO_HYPOTHESIS)
     _quota_property(kata, tmp_path_factory)

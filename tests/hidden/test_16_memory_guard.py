@@ -20,7 +20,7 @@ import pytest
 from memory_guard_harness import RECORD_BYTES, Feed, Outcome, RefusingFeed, on_a_still_cgroup, ran_and_slept, run
 
 from loopkata.services import ServiceUnavailable, containers
-from loopkata.testing import hang_after
+from loopkata.testing import NO_HYPOTHESIS, hang_after, property_seed, replay_words
 
 MiB = 2**20
 LIMIT = 128 * MiB  # the container's memory limit in the live tests
@@ -255,7 +255,7 @@ try:
 except ImportError:  # pinned in requirements.txt; without it this test is skipped, and a skip never passes a check
     st = None
 
-SEED = int(os.environ.get("LOOPKATA_HYPOTHESIS_SEED") or int.from_bytes(os.urandom(4), "big"))
+SEED = property_seed()
 V1_NO_LIMITS = (V1_NO_LIMIT, 9223372036854710272)  # cgroup v1's "no limit" on 4 KiB and on 64 KiB pages
 PAGE = 4096
 
@@ -307,7 +307,7 @@ if st is not None:
                     where += ', beside a cgroup named "memory" at the top of the tree (sys/fs/cgroup/memory)'
             else:
                 where = v1_tree(root, path=path, limit=f"{value}\n", usage=f"{usage}\n", mounted_at_own=own)
-            seed = f" [Hypothesis seed {SEED}: LOOPKATA_HYPOTHESIS_SEED={SEED} replays these examples]"
+            seed = " " + replay_words(SEED)
             try:
                 expect_limit(limits, root, limit_oracle(value), where)
             except AssertionError as exc:
@@ -323,7 +323,7 @@ if st is not None:
 def test_any_limit_the_kernel_writes_is_read(kata, tmp_path_factory):
     """any page-aligned limit and "no limit" marker, on cgroup v1 and v2, at any depth, is read as the kernel means it"""
     if st is None:
-        pytest.skip("Hypothesis is not installed here (pip install -r requirements.txt), so this test cannot run")
+        pytest.skip(NO_HYPOTHESIS)
     _limit_property(kata, tmp_path_factory)
 
 
