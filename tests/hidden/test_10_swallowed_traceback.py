@@ -12,13 +12,11 @@ show it. A record's logger name says which logger made it: the module's own
 (`logging.getLogger(__name__)`, named after the module) or another one.
 """
 import asyncio
-import contextlib
 import json
 import logging
-import selectors
 import time
 
-from loopkata.testing import run_bounded
+from loopkata.testing import on_a_virtual_clock, run_bounded
 
 STEP_SECONDS = 0.01  # a tool call of a step that succeeds: the failing steps fail before it returns
 FORMAT = logging.Formatter("%(levelname)s %(message)s")
@@ -569,49 +567,6 @@ def test_the_deadline_keeps_the_safety_margin(kata):
 
 
 # --- the deadline's arithmetic, at Lambda's longest timeout, on a virtual clock -----------
-
-class _JumpsToTheNextTimer(selectors.DefaultSelector):
-    """A selector whose clock jumps: when the loop has nothing ready and would sleep until its next
-    timer, the clock moves on by that sleep at once. A 15-minute invocation takes a moment, and
-    which timer comes first is decided by the arithmetic alone, never by how busy the machine is."""
-
-    def __init__(self):
-        super().__init__()
-        self.now = 0.0
-
-    def select(self, timeout=None):
-        ready = super().select(0)
-        if not ready and timeout:  # None: no timer at all, so wait for I/O as a real loop does
-            self.now += timeout
-        elif not ready and timeout is None:
-            ready = super().select(None)
-        return ready
-
-
-class _VirtualClockLoop(asyncio.SelectorEventLoop):
-    def __init__(self):
-        self._clock = _JumpsToTheNextTimer()
-        super().__init__(self._clock)
-
-    def time(self) -> float:
-        return self._clock.now
-
-
-@contextlib.contextmanager
-def on_a_virtual_clock():
-    """Every event loop asyncio.run makes meanwhile runs on a virtual clock."""
-
-    class Policy(asyncio.DefaultEventLoopPolicy):
-        def new_event_loop(self):
-            return _VirtualClockLoop()
-
-    before = asyncio.get_event_loop_policy()
-    asyncio.set_event_loop_policy(Policy())
-    try:
-        yield
-    finally:
-        asyncio.set_event_loop_policy(before)
-
 
 LONGEST_MS = 900_000  # Lambda's longest timeout, 15 minutes, as get_remaining_time_in_millis() gives it
 OFF_BY = 0.1  # seconds either side of the deadline at which a slow step ends

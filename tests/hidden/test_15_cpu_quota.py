@@ -32,7 +32,6 @@ import importlib
 import math
 import os
 import re
-import selectors
 import time
 from pathlib import Path
 
@@ -51,7 +50,15 @@ from cpu_quota_harness import (
 )
 
 from loopkata.services import containers
-from loopkata.testing import NO_HYPOTHESIS, Hang, hang_after, property_seed, replay_words, run_bounded
+from loopkata.testing import (
+    NO_HYPOTHESIS,
+    Hang,
+    VirtualClockLoop,
+    hang_after,
+    property_seed,
+    replay_words,
+    run_bounded,
+)
 
 AFFINITY = len(os.sched_getaffinity(0))  # the CPUs a child of this process may use, unless a test sets fewer
 ONE_CPU = min(os.sched_getaffinity(0))  # the CPU a test pins a child to
@@ -309,6 +316,13 @@ def watch_beside_a_kernel(kata, root: Path, cgroup: Path, version: int, throttle
                            (EARLIER + throttled) * int(HELD * 1e6))
             await asyncio.sleep(0.1 - held)
 
+    return watch_beside(lagmon, root, kernel)
+
+
+def watch_beside(lagmon, root: Path, kernel):
+    """lagmon.watch(WINDOW, root), with the coroutine function `kernel` playing the kernel on the same loop until
+    watch() returns; watch()'s report."""
+
     async def scenario():
         stepping = asyncio.create_task(kernel())
         try:
@@ -373,36 +387,6 @@ def names_throttling_when_nr_throttled_grew(kata, tmp_path, version):
 
 
 
-class _JumpsToTheNextTimer(selectors.DefaultSelector):
-    """A selector whose clock jumps: when the loop would sleep until its next timer, the clock moves on by that
-    sleep at once, and by the next of `late` more: the loop wakes exactly that much late, whatever the machine.
-    `at_jump`: {n: f} calls f() as the n-th jump is made (the kernel counting a throttled period, say)."""
-
-    def __init__(self, late: list[float], at_jump: dict | None = None):
-        super().__init__()
-        self.now, self.late, self.at_jump, self.jumps = 0.0, list(late), dict(at_jump or {}), 0
-
-    def select(self, timeout=None):
-        ready = super().select(0)
-        if not ready and timeout:
-            self.jumps += 1
-            if self.jumps in self.at_jump:
-                self.at_jump.pop(self.jumps)()
-            self.now += timeout + (self.late.pop(0) if self.late else 0.0)
-        elif not ready and timeout is None:
-            ready = super().select(None)
-        return ready
-
-
-class _LateLoop(asyncio.SelectorEventLoop):
-    def __init__(self, late: list[float], at_jump: dict | None = None):
-        self._clock = _JumpsToTheNextTimer(late, at_jump)
-        super().__init__(self._clock)
-
-    def time(self) -> float:
-        return self._clock.now
-
-
 LATE = [((k * 37) % 150 + 1) / 10_000 for k in range(150)]  # 0.1 ms to 15 ms, each once, in no order
 
 
@@ -411,7 +395,7 @@ def watch_late(lagmon, root: Path, late: list[float], at_jump: dict | None = Non
     the last wake-up, so that there is exactly one sample per entry of `late` (none if `late` is empty)."""
     interval = getattr(lagmon, "INTERVAL", 0.01)
     window = max(0.0, len(late) * interval + sum(late) - interval / 2)
-    loop = _LateLoop(late, at_jump)
+    loop = VirtualClockLoop(late, at_jump)
     try:
         return run_bounded(loop.run_until_complete, lagmon.watch(window, root=root),
                            what=f"watch({window:.4f}, root=...) on a loop whose clock jumps",
@@ -492,17 +476,8 @@ def test_the_counters_the_report_shows_are_their_growth_while_it_watched(kata, t
                 write_cpu_stat(cgroup, version, COUNTED_FROM + n, COUNTED_FROM + n, (COUNTED_FROM + n) * 1000 + n * 2500)
                 steps.append(n)
 
-        async def scenario():
-            stepping = asyncio.create_task(kernel())
-            try:
-                return await lagmon.watch(WINDOW, root=root)
-            finally:
-                stepping.cancel()
-                final = dict(line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())
-                stats.update({k: int(v) for k, v in final.items()})
-
-        stats: dict[str, int] = {}
-        report = run_bounded(asyncio.run, scenario(), what=f"watch({WINDOW}, root=...)", seconds=max(hang_after(), 10.0))
+        report = watch_beside(lagmon, root, kernel)
+        stats = {k: int(v) for k, v in (line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())}
         grew = stats["nr_periods"] - COUNTED_FROM
         # Read at watch()'s start, or a step later by a watch() that awaits before it reads: one step of slack.
         due = {"periods": {grew, grew - 1}, "throttled_periods": {grew, grew - 1},
