@@ -11,6 +11,7 @@ faster than it hands records downstream, by its exit status, the checkpoint its
 make that cgroup, the same runs under the fallback, which can fail a wrong fix
 but never passes one: the test then says it could not run here.
 """
+import contextlib
 import importlib
 import os
 import time
@@ -180,6 +181,18 @@ def test_no_cgroup_or_an_unreadable_file_means_no_limit(kata, tmp_path):
     v2_tree(root)
     write(root, "proc/self/cgroup", "this is not a cgroup file\n")
     expect_limit(limits, root, None, "a cgroup v2 tree whose proc/self/cgroup reads 'this is not a cgroup file'")
+    # A file the worker may not read: a container's user shut out by the file's mode gets PermissionError. The tests
+    # run as root, who reads any file, so a folder stands where the file should be (IsADirectoryError): an OSError
+    # that is not FileNotFoundError all the same.
+    for unreadable in ("proc/self/cgroup", "sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/"
+                                           "cri-containerd-7f3a.scope/memory.max"):
+        root = tmp_path / ("no-read-" + unreadable.split("/")[-1])
+        v2_tree(root)
+        (root / unreadable).unlink()
+        (root / unreadable).mkdir()
+        expect_limit(limits, root, None, f"a cgroup v2 tree in which {unreadable} cannot be read (a folder stands "
+                                         f"where the file should be, as a file a container's user may not read "
+                                         f"fails with PermissionError)")
 
 
 def test_a_cgroup_named_in_bytes_that_are_not_utf8_is_no_crash(kata, tmp_path):
@@ -597,6 +610,49 @@ def test_the_guard_rests_between_two_looks(kata, tmp_path):
         f"pause (a guard with asyncio.sleep(0), or none, between two looks at the cgroup's usage). It keeps a CPU "
         f"busy for nothing, and a container's CPU limit throttles the whole worker for it: pause between two looks "
         f"({how})")
+
+
+BUSY_LIMIT = 400 * MiB  # the container's limit in the test of memory already in use...
+BUSY_USAGE = 260 * MiB  # ...and what its other processes hold when the worker starts: 65%, under the shedding point
+
+
+def socket_slack() -> int:
+    """Records the kernel may hold between the feed and the worker: its socket buffers at their largest."""
+    most = 32 * MiB
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        most = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[2])
+    return most // RECORD_BYTES + 4  # and the send buffer, the record being handled, the one waiting to be put
+
+
+def test_the_queue_leaves_room_for_what_the_container_already_holds(kata, tmp_path):
+    """with 65% of the limit already in use by other processes, the worker reads ahead only as far as the rest allows"""
+    bound = int((0.75 * BUSY_LIMIT - BUSY_USAGE) // RECORD_BYTES)  # the most the queue-bound test allows (75%)
+    most = bound + socket_slack()
+    deadline = time.monotonic() + max(hang_after(), 10.0)  # a deadline only: a right worker fills its queue at once
+    with on_a_still_cgroup(impl_of(kata), tmp_path / "busy", limit=BUSY_LIMIT, usage=BUSY_USAGE,
+                           handle_seconds=30.0) as (worker, feed, log):
+        seen, still_since = -1, time.monotonic()
+        # Until it reads past what the limit allows, or stops reading for a while (its queue full).
+        while feed.sent <= most and worker.poll() is None and time.monotonic() < deadline:
+            if feed.sent != seen:
+                seen, still_since = feed.sent, time.monotonic()
+            elif time.monotonic() - still_since > 1.0:
+                break
+            time.sleep(0.01)
+        sent, status = feed.sent, worker.poll()
+    assert sent <= most, (
+        f"expected the worker to leave room for the {BUSY_USAGE // MiB} MiB the container's other processes already "
+        f"held: baseline and a full queue may take 75% of the limit at most, {bound} records, and with what the "
+        f"sockets hold at most {most} records could leave the feed, but it read {sent} and was still "
+        f"reading. The baseline is the cgroup's usage at start (memory_usage()), everything the limit counts: this "
+        f"process's own memory leaves out the other processes of the container, and a queue sized without them fills "
+        f"the container past its shedding point (a cgroup v2 tree whose memory.max is {BUSY_LIMIT // MiB} MiB and "
+        f"whose memory.current stays {BUSY_USAGE // MiB} MiB; downstream takes 30 s per record; the worker said: "
+        f"{log_of(log)})")
+    assert status is None, (
+        f"expected the worker to wait for downstream with its queue full, but it exited with status {status} after "
+        f"the feed had sent {sent} records (usage stays at {BUSY_USAGE / BUSY_LIMIT:.0%} of the limit, under the "
+        f"shedding point; the worker said: {log_of(log)})")
 
 
 def test_a_feed_that_is_down_ends_the_worker_with_its_error(kata, tmp_path):
