@@ -445,14 +445,57 @@ def test_one_throttled_period_is_enough_to_name_throttling(kata, tmp_path):
     cgroup = v2_tree(tmp_path, "50000 100000")
     write_cpu_stat(cgroup, 2, 40, EARLIER, EARLIER * 20_000)
     late = [0.0001] * 60
-    # Halfway through, the kernel counts one more period, throttled once: the loop kept to its budget all along.
-    report = watch_late(lagmon, tmp_path, late, {30: lambda: write_cpu_stat(cgroup, 2, 41, EARLIER + 1,
+    # Halfway through, the kernel has counted 50 more periods, one of them throttled: the loop kept to its budget
+    # all along. One in fifty is no share to wave away: that period stopped every thread of the process.
+    report = watch_late(lagmon, tmp_path, late, {30: lambda: write_cpu_stat(cgroup, 2, 90, EARLIER + 1,
                                                                             (EARLIER + 1) * 20_000)})
     cause = cause_of(report)
     assert NAMES_THROTTLING.search(cause), (
         f"expected the report's cause to name CPU throttling: its own cgroup's nr_throttled grew by one, from "
-        f"{EARLIER} to {EARLIER + 1}, while watch() ran (cgroup v2's cpu.stat; a loop whose clock jumps, each wake-up "
-        f"0.1 ms late, far within budget), but the cause was {cause!r} (the report: {report})")
+        f"{EARLIER} to {EARLIER + 1}, in 50 periods, while watch() ran (cgroup v2's cpu.stat; a loop whose clock "
+        f"jumps, each wake-up 0.1 ms late, far within budget), but the cause was {cause!r}: a period in which the "
+        f"quota ran out stopped the whole process, however many periods did not (the report: {report})")
+
+
+def watched(lagmon, root: Path, late: list[float], what: str):
+    """watch_late(), with an exception it raises said in one line."""
+    try:
+        return watch_late(lagmon, root, late)
+    except Hang:
+        raise
+    except Exception as exc:
+        raise AssertionError(f"expected watch() to return a report {what}, but it raised "
+                             f"{type(exc).__name__}: {exc}") from exc
+
+
+def test_a_cpu_stat_without_throttling_counters_is_no_throttling(kata, tmp_path):
+    """on cgroup v2 with the cpu controller off (cpu.stat holds only usage), watch() reports no throttling and never raises"""
+    lagmon = importlib.import_module(f"{kata.__name__}.lagmon")
+    cgroup = v2_tree(tmp_path, "max 100000")
+    (cgroup / "cpu.max").unlink()  # the cpu controller is not enabled for this cgroup
+    (cgroup / "cpu.stat").write_text("usage_usec 50000\nuser_usec 45000\nsystem_usec 5000\n")
+    what = ("for a cgroup v2 whose cpu controller is off: no cpu.max, and a cpu.stat of usage_usec, user_usec and "
+            "system_usec only, as the kernel writes it then")
+    cause = cause_of(watched(lagmon, tmp_path, [0.0001] * 30, what))
+    assert not NAMES_THROTTLING.search(cause), (
+        f"expected the report's cause not to name throttling {what} (no quota, nothing throttled), but it was "
+        f"{cause!r}")
+
+
+def test_a_second_watch_counts_from_its_own_start(kata, tmp_path):
+    """a second watch() counts only what grew while it ran: throttling between two watches is not blamed on the second"""
+    lagmon = importlib.import_module(f"{kata.__name__}.lagmon")
+    cgroup = v2_tree(tmp_path, "50000 100000")
+    write_cpu_stat(cgroup, 2, 40, EARLIER, EARLIER * 20_000)
+    watched(lagmon, tmp_path, [0.0001] * 10, "the first time")
+    write_cpu_stat(cgroup, 2, 44, EARLIER + 4, (EARLIER + 4) * 20_000)  # between the two watches
+    report = watched(lagmon, tmp_path, [0.0001] * 10, "the second time")
+    cause = cause_of(report)
+    assert not NAMES_THROTTLING.search(cause), (
+        f"expected the second watch()'s cause not to name throttling: nr_throttled grew by 4 between the two "
+        f"watches and by none while the second one ran (cgroup v2's cpu.stat; a loop whose clock jumps, each wake-up "
+        f"0.1 ms late, far within budget), but the cause was {cause!r}: a report counts from its own start, or an "
+        f"old incident is reported as a new one (the report: {report})")
 
 
 COUNTED_FROM = 1023  # where the folder's counters stand before watch() begins: 2**10 - 1, so that no bit
