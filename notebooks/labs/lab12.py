@@ -194,6 +194,9 @@ def draw(runs: list[dict], title: str) -> None:
     health = [slowest(r) for r in runs][::-1]
     left.barh(rows, posts, color="#4c72b0")
     right.barh(rows, health, color="#dd8452")
+    # A dot at the end of each bar: a wait of a few milliseconds, which is what a free loop gives, still shows.
+    left.scatter(posts, list(rows), s=120, color="#4c72b0", zorder=3)
+    right.scatter(health, list(rows), s=120, color="#dd8452", zorder=3)
     for ax, values in ((left, posts), (right, health)):
         ax.axvline(runs[0]["seconds"], color="grey", linestyle="--", linewidth=1,
                    label=f"the job's store call ({runs[0]['seconds']:g} s)")

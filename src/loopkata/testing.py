@@ -4,10 +4,11 @@
 
 Kata authors import from here; the engine's own modules import from loopkata.grading,
 where these live (bounded: the guard; hangs: where a scenario is stuck; frames: the
-learner's lines of a stack; clocks: a SteppingClock, by which anything timed takes exactly its
-step, and an event loop whose clock jumps to its next timer; cpu_wait: a Deadline that a busy machine moves back, for every wait a right fix must
-finish within, and CpuWait, how long given processes waited for a CPU; properties: the seed
-of a property-based test's examples, and the words that replay them).
+learner's lines of a stack; clocks: a SteppingClock, by which anything timed takes exactly
+its step, and an event loop whose clock jumps to its next timer; cpu_wait: a Deadline that a
+busy machine moves back, for every wait a right fix must finish within, and CpuWait, how long
+given processes waited for a CPU; properties: the seed of a property-based test's examples,
+and the words that replay them).
 """
 from .grading.bounded import DEFAULT_HANG_AFTER, POLL_SECONDS, Hang, Interrupted, hang_after, loops_alive, run_bounded
 from .grading.clocks import SteppingClock, VirtualClockLoop, on_a_virtual_clock

@@ -60,7 +60,8 @@ SIBLING_FREEZE = 0.6  # seconds the test freezes the other worker during the cle
 VOID_CONNECTIONS = 12  # max_connections given to the drill when a worker cannot be reached
 FREEZE_LIMIT = 0.5  # WORKER_FREEZE_LIMIT for the watchdog's tests
 GONE_WITHIN = 2.5  # seconds, at most, for a frozen worker to be gone: five times its limit (a deadline only)
-SERVED_WITHIN = 8.0  # seconds, at most, for a new worker to start and serve (a deadline only)
+SERVED_WITHIN = 30.0  # seconds, at most, for a new worker to start and serve (a deadline only: it takes about a
+#                       second, but a CI stage whose check waited 20 s for a CPU in 21 s saw it take more than 8)
 BUSY_LIMIT = 1.0  # WORKER_FREEZE_LIMIT while a worker's loop is held...
 BUSY = 0.42  # ...this long at a time, under half the limit,...
 BUSY_GAP = 0.04  # ...free this long between two holds,...
