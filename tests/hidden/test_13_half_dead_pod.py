@@ -36,14 +36,17 @@ watchdog ends it: a worker that exits is judged by how long its own loop had
 been still (its beat file), and a run in which that was the limit or longer
 says nothing and runs again. Likewise a drill's run during which the workers
 and the drill's own threads waited for a CPU past the drill's limit (Linux's schedstat) says nothing when
-its verdict could be the wait's doing, and runs again; three such runs are
-"could not judge here".
+its verdict could be the wait's doing, and runs again, as does a control run in
+which the worker that was never frozen kept the test's own /health waiting past
+that limit (a delay no CPU count shows); three such runs are "could not judge
+here".
 """
 import http.client
 import importlib
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -105,6 +108,50 @@ class CpuWaitWhileDrilling:
         self._done.set()
         self._looking.join()
         self.seconds = self._wait.update(self._pids)
+
+
+class AnswerTimes:
+    """How long each worker kept /health waiting on a keep-alive connection of the test's own, asked again and again
+    while a drill runs: the test's witness of what the machine did to a worker the drill does not judge. Its
+    threads run in this process, as the drill's do, so a delay of the drill's probes that no CPU count shows (a
+    thread kept from Python's lock, a reply the kernel was slow to deliver) shows here too."""
+
+    def __init__(self, pinned):
+        self._conns = {pid: conns[-1] for pid, conns in pinned.items()}
+        self._asked: dict[int, float | None] = dict.fromkeys(self._conns)
+        self._longest = dict.fromkeys(self._conns, 0.0)
+        self._stopped = threading.Event()
+        self._threads = [threading.Thread(target=self._ask, args=(pid,), name=f"answers of {pid}", daemon=True)
+                         for pid in self._conns]
+        self.seen: dict[int, float] = {}
+
+    def _ask(self, pid: int) -> None:
+        while not self._stopped.is_set():
+            self._asked[pid] = started = time.monotonic()
+            if not answers(self._conns[pid]):
+                return  # a dead worker or a closed connection: its in-flight wait stays as it was when stopped
+            self._longest[pid] = max(self._longest[pid], time.monotonic() - started)
+            self._asked[pid] = None
+            self._stopped.wait(LOOK_EVERY)
+
+    def __enter__(self):
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> dict[int, float]:
+        """pid -> the longest wait for /health so far, the one still in flight included; later answers do not count."""
+        if not self._stopped.is_set():
+            now = time.monotonic()
+            self.seen = {pid: max(self._longest[pid], 0.0 if (asked := self._asked[pid]) is None else now - asked)
+                         for pid in self._conns}
+            self._stopped.set()
+        return self.seen
+
+    def __exit__(self, *_) -> None:
+        self.stop()
+        for t in self._threads:
+            t.join(hang_after())  # a worker frozen by the test answers once it is let go
 
 
 @pytest.fixture(autouse=True)
@@ -191,14 +238,17 @@ def drill_says_fail_once(pods, kata):
         workers = sorted(pinned)
         release = pod.release()
         path = f"/_drill/freeze?seconds=60&release={release}"
-        with CpuWaitWhileDrilling(workers) as held:
+        with CpuWaitWhileDrilling(workers) as held, AnswerTimes(pinned) as witness:
             runner, result = drill_on_a_thread(kata, pod, workers, path)
             try:
                 froze = wait_until(lambda: [r["pid"] for r in pod.drills("freeze")], hang_after())
                 spoke_while_frozen = bool(froze) and wait_until(lambda: not runner.is_alive(), FROZEN_FOR)
+                if spoke_while_frozen:
+                    witness.stop()  # what the free worker did while the drill ran, not after
             finally:
                 pod.let_go(release)  # worker A stays frozen until the drill has spoken, or FROZEN_FOR has passed
             verdict = verdict_of(runner, result)
+            witness.stop()
         waited = held.seconds
     assert froze, (f"expected the drill to send GET {path}, but no worker served it, and the drill said {said(verdict)} "
                    f"({HOW}{DUAL_STACK if pod.dual_stack else ''})")
@@ -207,6 +257,10 @@ def drill_says_fail_once(pods, kata):
         raise HeldByTheMachine(f"the workers and the drill waited {waited:.1f} s for a CPU while the drill ran, "
                                f"{HELD_PAST:g} s or more: probes of worker B were late too, and a drill that judges it "
                                f"would also say fail")
+    if witness.seen.get(other, 0.0) > LIMIT and getattr(verdict, "outcome", None) == "fail":
+        raise HeldByTheMachine(f"worker B, never frozen, kept the test's own /health waiting {witness.seen[other]:.2f} s "
+                               f"while the drill ran, past its limit of {LIMIT:g} s: a drill that never reached worker A "
+                               f"could have said fail too")
     how = (f"the drill's slow request GET {path} froze the event loop of the worker that served it, worker A "
            f"(the server's record), while worker B stayed free; the test let worker A go "
            + ("once the drill had spoken" if spoke_while_frozen else f"{FROZEN_FOR:g} s later, the drill still silent")
