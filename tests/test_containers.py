@@ -344,3 +344,16 @@ def test_could_not_run_here_is_never_solved():
         runner.TestResult(name="b", title="b", outcome=runner.COULD_NOT_RUN)])
     assert not result.passed
     assert headline(result, kata) == f"{kata.label}: could not run here, 1 of 2 tests pass and 1 needs what this machine does not give"
+
+
+def test_a_machine_too_busy_to_judge_gives_no_verdict_and_no_error():
+    from loopkata.grading.pytest_plugin import _describe
+    from loopkata.testing import TooBusy
+
+    said = "This machine is too busy to judge this test: in each of 3 runs, worker B was late."
+    try:
+        raise TooBusy(said)
+    except TooBusy:
+        described = _describe(pytest.ExceptionInfo.from_current())
+    assert described == {"outcome": runner.COULD_NOT_RUN, "message": said}, (
+        f"expected a test the machine was too busy to judge to say 'could not run' with its sentence, got {described}")

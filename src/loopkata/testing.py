@@ -17,7 +17,8 @@ from .grading.frames import describe_frames, impl_root, is_learner_file
 from .grading.hangs import where_stuck
 from .grading.properties import NO_HYPOTHESIS, property_seed, replay_words
 from .model.paths import display_path
+from .services.containers import TooBusy
 
-__all__ = ["CpuWait", "Deadline", "DEFAULT_HANG_AFTER", "POLL_SECONDS", "Hang", "Interrupted", "hang_after", "loops_alive", "run_bounded",
+__all__ = ["TooBusy", "CpuWait", "Deadline", "DEFAULT_HANG_AFTER", "POLL_SECONDS", "Hang", "Interrupted", "hang_after", "loops_alive", "run_bounded",
            "describe_frames", "impl_root", "is_learner_file", "where_stuck", "display_path", "SteppingClock", "VirtualClockLoop", "on_a_virtual_clock",
            "NO_HYPOTHESIS", "property_seed", "replay_words"]

@@ -53,7 +53,7 @@ import pytest
 from half_dead_pod_harness import Ahead, Pods, alive, wait_until
 
 from loopkata.services import ServiceUnavailable
-from loopkata.testing import CpuWait, hang_after, run_bounded
+from loopkata.testing import CpuWait, TooBusy, hang_after, run_bounded
 
 LIMIT = 0.3  # seconds /health may wait on a connection of the judged worker (the drill's `limit`)
 FROZEN_FOR = 1.5  # seconds, at most, the control's slow request holds its worker's loop waiting for the drill's
@@ -370,7 +370,7 @@ def judged(scenario, pods, what):
             return scenario(pods, what)
         except HeldByTheMachine as exc:
             held.append(str(exc))
-    raise ServiceUnavailable(f"This machine is too busy to judge this test: in each of {TRIES} runs, {held[-1]}. "
+    raise TooBusy(f"This machine is too busy to judge this test: in each of {TRIES} runs, {held[-1]}. "
                              f"Run the check again on a quieter machine.")
 
 
