@@ -26,8 +26,9 @@ Your task, in `limits.py`:
 2. `memory_usage(root=Path("/"))`: how many bytes that cgroup uses now
    (everything the limit counts), or None when it cannot be read.
 3. `queue_bound(limit, *, item_bytes, baseline)`: the maxsize for a queue of
-   items of `item_bytes` each, so that `baseline` (what the process uses
-   before the queue holds anything) plus a full queue takes at most 75% of
+   items of `item_bytes` each, so that `baseline` (what the cgroup uses
+   before the queue holds anything: every process of the container, as
+   memory_usage() reads it at start) plus a full queue takes at most 75% of
    the limit (and at least half of it), well under the guard's threshold;
    with no limit (None), a default you state. At least 1:
    asyncio.Queue(maxsize=0) has no bound at all.
@@ -35,10 +36,12 @@ Your task, in `limits.py`:
    work: 80% of the limit; None when there is no limit.
 
 And in `ingest.py`: bound the queue from the limit, and guard the memory.
-While it runs, the worker looks at the cgroup's usage at least every 0.05 s;
-once usage reaches `shed_at(limit)`, it stops reading the feed and stops
-handling records, its `finally` writes the checkpoint, and `main()` returns
-`EXIT_SHED`. When the feed ends, it handles every record it read and returns
+Until its last record is handled (after the feed's end too), the worker
+looks at the cgroup's usage at least every 0.05 s, on a cadence of its own,
+not only between two records: downstream may spend seconds on one. Once
+usage reaches `shed_at(limit)`, it stops reading the feed and stops handling
+records at once (the record in hand too; the queue is not handed on first),
+its `finally` writes the checkpoint, and `main()` returns `EXIT_SHED`. When the feed ends, it handles every record it read and returns
 `EXIT_DONE`. Read the limit through `--cgroup-root` (default `/`), as the
 shipped `main()` already parses it.
 

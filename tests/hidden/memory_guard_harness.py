@@ -161,6 +161,8 @@ class Feed:
         self.port = self.listener.getsockname()[1]
         self.conn: socket.socket | None = None
         self.stopping = threading.Event()
+        self.ended = threading.Event()  # the feed sent its last record and the end of the stream
+        self.closed_by_worker = threading.Event()  # and then the worker closed its end: it has read to the end
         self.thread = threading.Thread(target=self._serve, name="the feed", daemon=True)
         self.thread.start()
 
@@ -200,6 +202,11 @@ class Feed:
                 self.stopping.wait()
                 return
             conn.shutdown(socket.SHUT_WR)  # the end of the feed
+            self.ended.set()
+            while conn.recv(4096):
+                pass
+            if not self.stopping.is_set():
+                self.closed_by_worker.set()
         except OSError:
             pass  # the worker went away, or the test stopped the feed
 
@@ -234,6 +241,11 @@ def _write_usage(root: Path, used: int) -> None:
     tmp = target.with_name("memory.current.tmp")
     tmp.write_text(f"{used}\n")
     os.replace(tmp, target)  # a reader never sees half a number
+
+
+def set_still_usage(folder: Path, used: int) -> None:
+    """What memory.current says from now on, in the tree on_a_still_cgroup(impl, folder, ...) made."""
+    _write_usage(folder / "root", used)
 
 
 def resident(pid: int) -> int:
