@@ -25,8 +25,16 @@ connection every time; the stock service sees one connection per invocation.
 Your task: a warm container keeps one connection to the stock service across
 its invocations; an invocation after a freeze longer than the service's
 keep-alive timeout still succeeds; a reservation is applied exactly once,
-even when the connection dies after the service applied it; and nothing of an
-invocation is left to run once `handler` has returned.
+even when the connection dies after the service applied it, and however the
+connection died (closed or reset by the service, or forgotten by a load
+balancer so that the write itself is reset, frozen or not); an
+Idempotency-Key is never used twice, in this container or the one that
+replaces it; a write the service will not take (its connection closed, a
+503, nothing listening) is given up after a few attempts, and `handler`
+raises; an invocation that fails leaves the container serving; each
+invocation goes to the `api` its event names; nothing of an invocation is
+left to run once `handler` has returned; and nothing changes for the other
+clients of the process.
 Run `loopkata check warm-invocation` to grade your fix.
 """
 import asyncio

@@ -23,6 +23,7 @@ of 4 in one warm container, ..."); the learner's own exception is shown with
 its type and message, and the lines of the code under test it went through.
 """
 import itertools
+import socket
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,12 +60,12 @@ def short_service():
 
 
 @contextmanager
-def warm_container(kata):
+def warm_container(kata, as_pid1: bool = False):
     impl = Path(kata.__file__)
     if impl.name == "__init__.py":
         impl = impl.parent
     try:
-        with Container(impl, hang_after()) as box:
+        with Container(impl, hang_after(), as_pid1=as_pid1) as box:
             yield box
     except ContainerDied as exc:
         raise AssertionError(f"starting a warm container with the code under test: {exc}") from None
@@ -257,13 +258,47 @@ MAX_ATTEMPTS = 3  # a write may go out this many times in all: once, and again a
 REFUSED = 6  # writes the service refuses in a row: more than any bounded retry makes
 
 
+DOWN = {  # how an upstream that is down refuses a write, each as many times in a row as REFUSED
+    "closed": "whose connection the stock service closes unapplied",
+    "503": "that the stock service answers 503 Service Unavailable, unapplied",
+    "refused": "to an address where nothing listens any more, its connection refused",
+}
+
+
+def nowhere() -> str:
+    """The URL of a port on 127.0.0.1 that nothing listens on (it was bound, then let go)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
 def test_a_write_the_service_never_takes_is_given_up(container, service):
     """a reservation the service keeps refusing is given up after a few attempts, and handler raises"""
+    given_up(container, service, "closed")
+
+
+def test_a_write_the_service_answers_503_is_given_up(container, service):
+    """a reservation the service keeps answering 503 Service Unavailable is given up after a few attempts, and handler raises"""
+    given_up(container, service, "503")
+
+
+def test_a_write_to_a_service_that_is_gone_is_given_up(container, service):
+    """a reservation to an address where nothing listens (connection refused) is given up, and handler raises"""
+    given_up(container, service, "refused")
+
+
+def given_up(container, service, down: str) -> None:
     order = "o-refused"
-    service.refuse_next_writes(REFUSED)
-    what = call(1, 1, f", a reservation whose connection the stock service closes unapplied, {REFUSED} times "
-                      "in a row (an upstream that is down)")
-    answer = invoke(container, reserve(service, order), what)
+    event = reserve(service, order)
+    if down == "closed":
+        service.refuse_next_writes(REFUSED)
+    elif down == "503":
+        service.unavailable_for_next_writes(REFUSED)
+    else:
+        event["api"] = nowhere()
+    what = call(1, 1, f", a reservation {DOWN[down]}" + (f", {REFUSED} times in a row" if down != "refused" else "")
+                + " (an upstream that is down)")
+    answer = invoke(container, event, what)
     sent = len(service.arrived_for(order))
     assert sent <= MAX_ATTEMPTS, (
         f"{what}: expected the write to go out at most {MAX_ATTEMPTS} times and handler to raise, but it went out "
@@ -295,6 +330,112 @@ def test_nothing_is_left_running_between_invocations(container, short_service):
         )
         if i == 2:
             freeze(container, service, service.closed_idle, f"freezing the warm container after {what}")
+
+
+def test_a_restarted_container_makes_keys_of_its_own(kata, service):
+    """a container and the one that replaces it (same host name, and the same pid where the kernel allows it) each reserve a line of one order: both lines are applied"""
+    order, lines = "o-restarted", ("kettle", "toaster")
+    for n, sku in enumerate(lines, 1):
+        with warm_container(kata, as_pid1=True) as box:
+            what = (f"the first invocation of container {n} of 2 (the second replaces the first, on the same host"
+                    f"{', both PID 1 of a PID namespace of their own' if box.prefix else ''}), a reservation of "
+                    f"{sku} for order {order}")
+            expect_reservation(invoke(box, reserve(service, order, sku), what), what, order)
+    applied = [r["sku"] for r in service.applied if r["order"] == order]
+    assert applied == list(lines), (
+        f"two containers, one after the other, each made its first reservation for order {order} ({' and '.join(lines)}): "
+        f"expected the stock service to apply both, it applied {', '.join(applied) or 'none'} ({service.replayed} "
+        f"answered from an Idempotency-Key it had already applied; keys sent: {keys_seen(service, order)}): a key "
+        f"made from what a container knows of itself (a count of its writes, its host name, its pid) comes round "
+        f"again in the next container, and the service takes the new write for a retry of the old one. A key must "
+        f"be unique everywhere and for ever: uuid.uuid4()")
+
+
+def test_a_failed_invocation_leaves_the_container_serving(container, service):
+    """after an invocation that fails (a SKU the service does not know), the same warm container still reads and writes"""
+    what = call(1, 3, ", a lookup of a SKU the stock service does not know (it answers 404)")
+    answer = invoke(container, lookup(service, "waffle-iron"), what)
+    assert "error" in answer, (
+        f"{what}: expected handler to raise, since the service answered 404, but it returned {answer.get('value')!r}")
+    what = call(2, 3, " (after invocation 1 failed)")
+    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
+    what, order = call(3, 3, " (after invocation 1 failed), a reservation"), "o-after-a-failure"
+    expect_reservation(invoke(container, reserve(service, order), what), what, order)
+    expect_applied_once(service, order, what)
+
+
+def test_each_invocation_goes_to_the_api_its_event_names(container, service):
+    """in one warm container, invocations whose events name two different stock services each reach their own"""
+    with StockService(keepalive=LONG_KEEPALIVE) as other:
+        plan = [(service, "o-eu-1"), (other, "o-us-1"), (service, "o-eu-2"), (other, "o-us-2")]
+        for i, (target, order) in enumerate(plan, 1):
+            name = "the first" if target is service else "the second"
+            what = call(i, len(plan), f", a reservation at {name} of two stock services (event['api'] names it)")
+            expect_reservation(invoke(container, reserve(target, order), what), what, order)
+        for target, name, mine, theirs in ((service, "first", "o-eu-", "o-us-"), (other, "second", "o-us-", "o-eu-")):
+            got = sorted(r["order"] for r in target.applied)
+            want = sorted(o for t, o in plan if t is target)
+            assert got == want, (
+                f"{len(plan)} invocations in one warm container, alternating between two stock services: expected "
+                f"the {name} to apply {', '.join(want)}, it applied {', '.join(got) or 'nothing'}"
+                + (": a write went to the service of an earlier invocation; every invocation sends to the api its "
+                   "own event names (a session may outlive an invocation, its base URL may not)"
+                   if any(o.startswith(theirs) for o in got) else ""))
+
+
+def test_a_write_after_the_service_closed_its_connection_is_applied_once(container, service):
+    """a reservation sent right after the service closed the warm connection (no freeze, no pause) succeeds, and is applied once"""
+    write_after_a_drop(container, service, reset=False)
+
+
+def test_a_write_after_the_service_reset_its_connection_is_applied_once(container, service):
+    """a reservation sent right after the service reset (RST) the warm connection (no freeze, no pause) succeeds, and is applied once"""
+    write_after_a_drop(container, service, reset=True)
+
+
+def test_a_write_on_a_connection_a_load_balancer_forgot_is_applied_once(container, service):
+    """a reservation on a warm connection that a load balancer forgot, so that the write itself is answered with a reset, succeeds, and is applied once"""
+    what = call(1, 2)
+    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
+    service.forget_open_connections()
+    order = "o-forgotten"
+    what = call(2, 2, ", a reservation on the warm connection, which a load balancer between the function and the "
+                      "stock service had forgotten: nothing came on it before, and the write itself was answered "
+                      "with a reset (RST), unread")
+    expect_reservation(invoke(container, reserve(service, order), what), what, order)
+    expect_applied_once(service, order, what)
+
+
+def write_after_a_drop(container, service, reset: bool) -> None:
+    what = call(1, 2)
+    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
+    service.drop_open_connections(reset)
+    order = "o-after-drop"
+    what = call(2, 2, ", a reservation sent at once after the stock service "
+                + ("reset (RST) the warm connection, as a load balancer that forgets a flow does"
+                   if reset else "closed the warm connection, as a service that restarts does")
+                + ": no freeze, no signal, no idle time in between")
+    expect_reservation(invoke(container, reserve(service, order), what), what, order)
+    expect_applied_once(service, order, what)
+
+
+def test_the_fix_changes_nothing_for_the_rest_of_the_process(container, service):
+    """another client in the function's process (its own session, asyncio.run) still sends a keyless POST once, and the next invocation still works"""
+    what = call(1, 2)
+    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
+    order = "o-audit"
+    service.drop_after_next_write()
+    sent = container.other_client_post(f"{service.url}/reservations", {"order": order, "sku": "kettle", "qty": 1})
+    applied = service.applied_for(order)
+    assert applied == 1, (
+        f"after {what}, another client in the same process (a session of its own, on a loop asyncio.run() made) "
+        f"sent a POST with no Idempotency-Key, which the service applied and whose connection then died before the "
+        f"answer: expected it applied once, as aiohttp sends a POST once, but it was applied {applied} times "
+        f"({sent.get('error') or sent.get('status')}): something in the code under test made aiohttp resend every "
+        f"POST of the process (its set of idempotent methods is the whole process's, not one session's)")
+    what, order = call(2, 2, ", after another client in the process had run its own asyncio.run()"), "o-after-other"
+    expect_reservation(invoke(container, reserve(service, order), what), what, order)
+    expect_applied_once(service, order, what)
 
 
 # Writes as a shop makes them, against an oracle of the tests' own: every reservation is a write of its own,

@@ -50,6 +50,7 @@ import traceback
 from pathlib import Path
 from typing import Self
 
+from loopkata.services import containers
 from loopkata.services.processes import die_with_parent
 from loopkata.testing import describe_frames, hang_after
 
@@ -67,6 +68,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buffer = b""
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.forgotten = False  # a load balancer forgot this flow: what comes next on it is answered with a reset
 
     def connection_made(self, transport):
         self.transport = transport
@@ -93,15 +95,20 @@ class _Connection(asyncio.Protocol):
         with self.service.lock:
             self.service.closed_idle += 1
         if self.service.reset_idle:
-            # As a load balancer or NAT gateway drops an idle flow: a reset (RST), not a FIN.
-            sock = self.transport.get_extra_info("socket")
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.transport.abort()
+            self._reset()  # as a load balancer or NAT gateway drops an idle flow: a reset (RST), not a FIN
             return
         self.transport.close()
 
+    def _reset(self):
+        sock = self.transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+
     def data_received(self, data):
         self._disarm()
+        if self.forgotten:
+            self._reset()  # the request is never read: nothing is applied
+            return
         self.buffer += data
         while True:
             head_end = self.buffer.find(b"\r\n\r\n")
@@ -132,7 +139,8 @@ class _Connection(asyncio.Protocol):
             self.transport.close()  # the connection died before the answer (the write applied or not)
             return False
         data = json.dumps(payload).encode()
-        reason = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 409: "Conflict"}[status]
+        reason = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 409: "Conflict",
+                  503: "Service Unavailable"}[status]
         lines = [f"HTTP/1.1 {status} {reason}", "Content-Type: application/json",
                  f"Content-Length: {len(data)}", f"Keep-Alive: timeout={self.service.keepalive:g}"]
         lines += [f"{k}: {v}" for k, v in extra.items()]
@@ -163,6 +171,7 @@ class StockService:
         self._answers: dict[str, dict] = {}  # idempotency key -> the answer given when it was applied
         self._drop_next = False
         self._refuse = 0  # writes still to refuse (refuse_next_writes)
+        self._unavailable = 0  # writes still to answer 503 (unavailable_for_next_writes)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -191,6 +200,43 @@ class StockService:
         with self.lock:
             self._refuse = n
 
+    def unavailable_for_next_writes(self, n: int) -> None:
+        """Answer each of the next `n` writes 503 Service Unavailable, unapplied (an upstream that is down, behind
+        a load balancer or a gateway that still answers)."""
+        with self.lock:
+            self._unavailable = n
+
+    def drop_open_connections(self, reset: bool) -> None:
+        """Close every connection open now, with a FIN, or with a reset (RST) when `reset`, as a service that
+        restarts or a load balancer that forgets a flow does; returns once the service holds none open."""
+        done = threading.Event()
+
+        def drop():
+            for conn in list(self.open):
+                if reset:
+                    conn._reset()
+                else:
+                    conn.transport.close()
+            done.set()
+
+        self._loop.call_soon_threadsafe(drop)
+        deadline = time.monotonic() + 10.0  # against a hang only
+        while (not done.is_set() or self.open_connections()) and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def forget_open_connections(self) -> None:
+        """As a load balancer that forgot every flow open now (its idle timer, a failover): nothing is sent on them,
+        and the next packet the client sends on one is answered with a reset (RST), its request never read."""
+        done = threading.Event()
+
+        def forget():
+            for conn in list(self.open):
+                conn.forgotten = True
+            done.set()
+
+        self._loop.call_soon_threadsafe(forget)
+        done.wait(10.0)  # against a hang only
+
     # --- serving ---
 
     def handle(self, method: str, path: str, headers: dict, body: bytes):
@@ -213,6 +259,9 @@ class StockService:
                 if self._refuse:
                     self._refuse -= 1
                     return None, None, None
+                if self._unavailable:
+                    self._unavailable -= 1
+                    return 503, {"error": "the stock service is down"}, {}
                 if key is not None and key in self._answers:
                     self.replayed += 1
                     return 201, self._answers[key], {"Idempotent-Replayed": "true"}
@@ -277,10 +326,13 @@ class ContainerDied(Exception):
 class Container:
     """One warm container: a process of its own that imports `impl` once (see the module docstring)."""
 
-    def __init__(self, impl: Path, hang_after: float, env: dict | None = None):
+    def __init__(self, impl: Path, hang_after: float, env: dict | None = None, as_pid1: bool = False):
         self.impl = Path(impl)
         self.hang_after = hang_after
         self.env = env
+        # PID 1 of a PID namespace of its own, as a container's process is, where the kernel allows one (then
+        # `proc` is unshare's process, so such a container is never frozen)
+        self.prefix = containers.pid_namespace_argv() if as_pid1 else []
         self.proc: subprocess.Popen | None = None
         self.frozen = 0  # freezes so far
 
@@ -288,7 +340,7 @@ class Container:
         env = {**os.environ, **(self.env or {}), "LOOPKATA_HANG_AFTER": str(self.hang_after),
                "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, str(self.impl)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [*self.prefix, sys.executable, __file__, str(self.impl)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=env, start_new_session=True, preexec_fn=die_with_parent(signal.SIGKILL))  # noqa: PLW1509 - prctl only
         self._stderr: list[bytes] = []
         threading.Thread(target=self._drain_stderr, daemon=True).start()
@@ -342,6 +394,14 @@ class Container:
         self.proc.stdin.write((json.dumps({"event": event, "what": what}) + "\n").encode())
         self.proc.stdin.flush()
         return self._read(self.hang_after + 15.0, "it ran handler(event)")
+
+    def other_client_post(self, url: str, body: dict) -> dict:
+        """In the container process, between two invocations: another part of the function POSTs `body` to `url`
+        with a client of its own (its own session, on an event loop asyncio.run() makes and closes), and no
+        Idempotency-Key. {"status"} or {"error"}."""
+        self.proc.stdin.write((json.dumps({"other_post": {"url": url, "body": body}}) + "\n").encode())
+        self.proc.stdin.flush()
+        return self._read(self.hang_after + 15.0, "another client in it sent a POST")
 
     def state(self) -> str:
         """The process's state letter from /proc (R running, S sleeping, T stopped, ...)."""
@@ -450,6 +510,9 @@ def _serve(impl: Path) -> None:
     out.flush()
     for line in sys.stdin:
         ask = json.loads(line)
+        if "other_post" in ask:
+            _write(out, _other_post(**ask["other_post"]))
+            continue
         answer: dict = {}
         done = threading.Event()
         threading.Thread(target=_watch, args=(done, threading.get_ident(), out, writing, hung), daemon=True).start()
@@ -463,6 +526,22 @@ def _serve(impl: Path) -> None:
                 continue  # the test was told it hung, and ends the container
         answer["tasks"] = _pending_tasks()
         _write(out, answer)
+
+
+def _other_post(url: str, body: dict) -> dict:
+    """Another client of the function's process: its own aiohttp session, a keyless POST, sent once."""
+    import aiohttp
+
+    async def post() -> int:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+            async with session.post(url, json=body) as resp:
+                await resp.read()
+                return resp.status
+
+    try:
+        return {"status": asyncio.run(post())}
+    except Exception as exc:  # noqa: BLE001 - handed to the test, type and message
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _write(out, answer: dict) -> None:

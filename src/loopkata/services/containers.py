@@ -123,6 +123,11 @@ def _pid_namespace_refused() -> str:
     return ""
 
 
+def pid_namespace_argv() -> list[str]:
+    """What to put before a command to run it as PID 1 of a new PID namespace; [] where the kernel refuses one."""
+    return [] if forced() or _pid_namespace_refused() else _unshare()
+
+
 def _unshare() -> list[str]:
     """The unshare command for a new PID namespace: a user namespace too where this is not root."""
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
