@@ -395,26 +395,26 @@ def test_a_write_after_the_service_reset_its_connection_is_applied_once(containe
 
 def test_a_write_on_a_connection_a_load_balancer_forgot_is_applied_once(container, service):
     """a reservation on a warm connection that a load balancer forgot, so that the write itself is answered with a reset, succeeds, and is applied once"""
-    what = call(1, 2)
-    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
-    service.forget_open_connections()
-    order = "o-forgotten"
-    what = call(2, 2, ", a reservation on the warm connection, which a load balancer between the function and the "
-                      "stock service had forgotten: nothing came on it before, and the write itself was answered "
-                      "with a reset (RST), unread")
-    expect_reservation(invoke(container, reserve(service, order), what), what, order)
-    expect_applied_once(service, order, what)
+    write_after(container, service, service.forget_open_connections, "o-forgotten",
+                ", a reservation on the warm connection, which a load balancer between the function and the stock "
+                "service had forgotten: nothing came on it before, and the write itself was answered with a reset "
+                "(RST), unread")
 
 
 def write_after_a_drop(container, service, reset: bool) -> None:
-    what = call(1, 2)
-    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
-    service.drop_open_connections(reset)
-    order = "o-after-drop"
-    what = call(2, 2, ", a reservation sent at once after the stock service "
+    write_after(container, service, lambda: service.drop_open_connections(reset), "o-after-drop",
+                ", a reservation sent at once after the stock service "
                 + ("reset (RST) the warm connection, as a load balancer that forgets a flow does"
                    if reset else "closed the warm connection, as a service that restarts does")
                 + ": no freeze, no signal, no idle time in between")
+
+
+def write_after(container, service, breaking, order: str, how: str) -> None:
+    """A lookup, then `breaking()` done to the warm connection, then a reservation: returned, and applied once."""
+    what = call(1, 2)
+    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
+    breaking()
+    what = call(2, 2, how)
     expect_reservation(invoke(container, reserve(service, order), what), what, order)
     expect_applied_once(service, order, what)
 

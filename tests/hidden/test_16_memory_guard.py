@@ -589,64 +589,69 @@ def exited(worker, seconds: float):
         return None
 
 
+def usage_rises_while_downstream_works(kata, folder: Path, feed: Feed, ready, scene: str):
+    """The worker on a still cgroup at 8 MiB, downstream SLOW_DOWNSTREAM s per record; once ready(feed, worker),
+    memory.current goes to RISEN. (True if it was still running then, the exit status or None, how it went)."""
+    with on_a_still_cgroup(impl_of(kata), folder, limit=STILL_LIMIT, usage=8 * MiB, handle_seconds=SLOW_DOWNSTREAM,
+                           feed=feed) as (worker, feed, log):
+        ready(feed, worker, time.monotonic() + max(hang_after(), 10.0))
+        early = worker.poll()
+        set_still_usage(folder, RISEN)
+        status = exited(worker, max(hang_after(), 10.0)) if early is None else early
+    how = (f"a cgroup v2 tree whose memory.max is {STILL_LIMIT // MiB} MiB; {scene}; downstream takes "
+           f"{SLOW_DOWNSTREAM:g} s per record; then memory.current went from 8 MiB to {RISEN / STILL_LIMIT:.0%} of the "
+           f"limit; the worker said: {log_of(log)}")
+    return early is None, status, how
+
+
 def test_the_worker_sheds_while_downstream_works_on_a_record(kata, tmp_path):
     """while downstream works on a record and more wait in the queue, usage at 90% stops the worker at once: it hands nothing more downstream"""
-    ingest = ingest_of(kata)
-    shed = getattr(ingest, "EXIT_SHED", None)
-    folder = tmp_path / "slow"
-    with on_a_still_cgroup(impl_of(kata), folder, limit=STILL_LIMIT, usage=8 * MiB,
-                           handle_seconds=SLOW_DOWNSTREAM) as (worker, feed, log):
-        wait_for(lambda: feed.sent >= READ_FIRST, worker, time.monotonic() + max(hang_after(), 10.0))
-        sent, early = feed.sent, worker.poll()
-        set_still_usage(folder, RISEN)
-        deadline = max(hang_after(), 10.0)
-        status = exited(worker, deadline) if early is None else early
-    how = (f"a cgroup v2 tree whose memory.max is {STILL_LIMIT // MiB} MiB; an endless feed; downstream takes "
-           f"{SLOW_DOWNSTREAM:g} s per record; once the feed had sent {sent} records, memory.current went from 8 MiB "
-           f"to {RISEN / STILL_LIMIT:.0%} of the limit; the worker said: {log_of(log)}")
-    assert early is None and sent >= READ_FIRST, (
+    shed = getattr(ingest_of(kata), "EXIT_SHED", None)
+    feed = Feed(None)
+
+    def read_ahead(feed, worker, deadline):
+        wait_for(lambda: feed.sent >= READ_FIRST, worker, deadline)
+
+    running, status, how = usage_rises_while_downstream_works(
+        kata, tmp_path / "slow", feed, read_ahead, f"an endless feed, of which the worker had read {READ_FIRST} records")
+    assert running and feed.sent >= READ_FIRST, (
         f"expected the worker to read ahead of a slow downstream, but "
-        + (f"it exited with status {early} " if early is not None else "")
-        + f"after the feed had sent {sent} records, before usage rose ({how})")
+        + (f"it exited with status {status} " if not running else "")
+        + f"after the feed had sent {feed.sent} records, before usage rose ({how})")
     assert status is not None, (
         f"expected the worker to stop taking work and exit with EXIT_SHED ({shed}) as soon as usage reached the "
-        f"shedding point, but it was still running {deadline:g} s later ({how}): a guard that looks only between two "
-        f"records, or a shed that first hands the queue downstream, keeps working past the shedding point for as long "
-        f"as downstream takes, and the container's other processes do not wait. Look at usage apart from the records, "
-        f"and on shedding stop handling them, the one in hand included")
+        f"shedding point, but it was still running {max(hang_after(), 10.0):g} s later ({how}): a guard that looks "
+        f"only between two records, or a shed that first hands the queue downstream, keeps working past the shedding "
+        f"point for as long as downstream takes, and the container's other processes do not wait. Look at usage apart "
+        f"from the records, and on shedding stop handling them, the one in hand included")
     assert status == shed, f"expected the worker to exit with EXIT_SHED ({shed}), {status_words(status)} ({how})"
 
 
 def test_the_worker_sheds_while_it_drains_its_queue_after_the_feed_ends(kata, tmp_path):
     """after the feed has ended, while the worker hands its queue downstream, usage at 90% still stops it at once"""
-    ingest = ingest_of(kata)
-    shed = getattr(ingest, "EXIT_SHED", None)
-    folder = tmp_path / "drain"
-    with on_a_still_cgroup(impl_of(kata), folder, limit=STILL_LIMIT, usage=8 * MiB, handle_seconds=SLOW_DOWNSTREAM,
-                           feed=Feed(READ_FIRST)) as (worker, feed, log):
-        started = time.monotonic() + max(hang_after(), 10.0)
-        wait_for(feed.ended.is_set, worker, started)
+    shed = getattr(ingest_of(kata), "EXIT_SHED", None)
+    feed = Feed(READ_FIRST)
+
+    def read_to_the_end(feed, worker, deadline):
+        wait_for(feed.ended.is_set, worker, deadline)
         # Once the worker has read the end: it closes its connection, or (a reader that keeps it open) it has
         # gone back to waiting three times since the feed ended, or a second has passed.
         _, slept = ran_and_slept(worker.pid)
-        settled = time.monotonic() + 1.0
-        wait_for(lambda: feed.closed_by_worker.is_set() or ran_and_slept(worker.pid)[1] >= slept + 3, worker, settled)
-        ended, early = feed.ended.is_set(), worker.poll()
-        set_still_usage(folder, RISEN)
-        deadline = max(hang_after(), 10.0)
-        status = exited(worker, deadline) if early is None else early
-    how = (f"a cgroup v2 tree whose memory.max is {STILL_LIMIT // MiB} MiB; a feed of {READ_FIRST} records that then "
-           f"ended; downstream takes {SLOW_DOWNSTREAM:g} s per record; once the worker had read the end of the feed, "
-           f"memory.current went from 8 MiB to {RISEN / STILL_LIMIT:.0%} of the limit; the worker said: {log_of(log)}")
-    assert early is None and ended, (
+        wait_for(lambda: feed.closed_by_worker.is_set() or ran_and_slept(worker.pid)[1] >= slept + 3, worker,
+                 time.monotonic() + 1.0)
+
+    running, status, how = usage_rises_while_downstream_works(
+        kata, tmp_path / "drain", feed, read_to_the_end,
+        f"a feed of {READ_FIRST} records that then ended, and the worker had read its end")
+    assert running and feed.ended.is_set(), (
         f"expected the worker to read the whole feed and go on handing its records downstream, but "
-        + (f"it exited with status {early}" if early is not None else f"the feed could send only {feed.sent}")
+        + (f"it exited with status {status}" if not running else f"the feed could send only {feed.sent}")
         + f" ({how})")
     assert status is not None, (
         f"expected the worker to stop handling records and exit with EXIT_SHED ({shed}) as soon as usage reached the "
-        f"shedding point, but it was still running {deadline:g} s later ({how}): the feed's end is not the end of "
-        f"the risk. The queue still holds its records and the container's other processes still take memory, so the "
-        f"guard watches until the last record is handled")
+        f"shedding point, but it was still running {max(hang_after(), 10.0):g} s later ({how}): the feed's end is "
+        f"not the end of the risk. The queue still holds its records and the container's other processes still take "
+        f"memory, so the guard watches until the last record is handled")
     assert status == shed, f"expected the worker to exit with EXIT_SHED ({shed}), {status_words(status)} ({how})"
 
 
