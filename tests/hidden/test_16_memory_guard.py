@@ -22,7 +22,7 @@ from memory_guard_harness import (RECORD_BYTES, Feed, Outcome, RefusingFeed, on_
                                   set_still_usage)
 
 from loopkata.services import ServiceUnavailable, containers
-from loopkata.testing import NO_HYPOTHESIS, hang_after, property_seed, replay_words
+from loopkata.testing import NO_HYPOTHESIS, CpuWait, hang_after, property_seed, replay_words
 
 MiB = 2**20
 LIMIT = 128 * MiB  # the container's memory limit in the live tests
@@ -573,7 +573,7 @@ def test_the_queue_holds_what_the_limit_allows(kata, tmp_path):
 
 
 SLOW_DOWNSTREAM = 30.0  # seconds downstream takes per record in the tests of shedding while it works: far past any deadline
-READ_FIRST = 4  # records the worker has read, one of them in downstream's hands, before usage rises
+READ_FIRST = 8  # records the feed sends: one of them in downstream's hands, the rest queued, when usage rises
 RISEN = STILL_LIMIT * 9 // 10  # what memory.current says once other processes of the container have taken memory
 
 
@@ -582,11 +582,19 @@ def wait_for(condition, worker, deadline: float) -> None:
         time.sleep(0.01)
 
 
-def exited(worker, seconds: float):
-    try:
-        return worker.wait(seconds)
-    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: still running, judged by the caller
-        return None
+SHED_WITHIN = 3.0  # seconds of the worker's own time, at most, from usage at 90% to its exit (a right one: about 0.05)
+
+
+def exited(worker) -> tuple[int | None, float]:
+    """(the worker's exit status, or None if it was still running after SHED_WITHIN s of its own time; the seconds
+    waited). A deadline only: the time its threads waited for a CPU meanwhile is added on, up to hang_after()."""
+    cpu, started = CpuWait([worker.pid]), time.monotonic()
+    while worker.poll() is None:
+        waited = time.monotonic() - started
+        if waited - cpu.update([worker.pid]) > SHED_WITHIN or waited > max(hang_after(), 10.0):
+            return None, waited
+        time.sleep(0.02)
+    return worker.returncode, time.monotonic() - started
 
 
 def usage_rises_while_downstream_works(kata, folder: Path, feed: Feed, ready, scene: str):
@@ -597,30 +605,33 @@ def usage_rises_while_downstream_works(kata, folder: Path, feed: Feed, ready, sc
         ready(feed, worker, time.monotonic() + max(hang_after(), 10.0))
         early = worker.poll()
         set_still_usage(folder, RISEN)
-        status = exited(worker, max(hang_after(), 10.0)) if early is None else early
+        status, waited = exited(worker) if early is None else (early, 0.0)
     how = (f"a cgroup v2 tree whose memory.max is {STILL_LIMIT // MiB} MiB; {scene}; downstream takes "
            f"{SLOW_DOWNSTREAM:g} s per record; then memory.current went from 8 MiB to {RISEN / STILL_LIMIT:.0%} of the "
            f"limit; the worker said: {log_of(log)}")
-    return early is None, status, how
+    return early is None, status, waited, how
 
 
 def test_the_worker_sheds_while_downstream_works_on_a_record(kata, tmp_path):
     """while downstream works on a record and more wait in the queue, usage at 90% stops the worker at once: it hands nothing more downstream"""
     shed = getattr(ingest_of(kata), "EXIT_SHED", None)
-    feed = Feed(None)
+    # The feed then goes quiet without ending: a worker whose queue has no bound cannot read its way past the check's
+    # memory cap, and the records read stay queued behind the one in hand.
+    feed = Feed(READ_FIRST, hold=True)
 
     def read_ahead(feed, worker, deadline):
         wait_for(lambda: feed.sent >= READ_FIRST, worker, deadline)
 
-    running, status, how = usage_rises_while_downstream_works(
-        kata, tmp_path / "slow", feed, read_ahead, f"an endless feed, of which the worker had read {READ_FIRST} records")
+    running, status, waited, how = usage_rises_while_downstream_works(
+        kata, tmp_path / "slow", feed, read_ahead,
+        f"a feed that sent {READ_FIRST} records and then nothing more, without an end")
     assert running and feed.sent >= READ_FIRST, (
         f"expected the worker to read ahead of a slow downstream, but "
         + (f"it exited with status {status} " if not running else "")
         + f"after the feed had sent {feed.sent} records, before usage rose ({how})")
     assert status is not None, (
         f"expected the worker to stop taking work and exit with EXIT_SHED ({shed}) as soon as usage reached the "
-        f"shedding point, but it was still running {max(hang_after(), 10.0):g} s later ({how}): a guard that looks "
+        f"shedding point, but it was still running {waited:.1f} s later ({how}): a guard that looks "
         f"only between two records, or a shed that first hands the queue downstream, keeps working past the shedding "
         f"point for as long as downstream takes, and the container's other processes do not wait. Look at usage apart "
         f"from the records, and on shedding stop handling them, the one in hand included")
@@ -640,7 +651,7 @@ def test_the_worker_sheds_while_it_drains_its_queue_after_the_feed_ends(kata, tm
         wait_for(lambda: feed.closed_by_worker.is_set() or ran_and_slept(worker.pid)[1] >= slept + 3, worker,
                  time.monotonic() + 1.0)
 
-    running, status, how = usage_rises_while_downstream_works(
+    running, status, waited, how = usage_rises_while_downstream_works(
         kata, tmp_path / "drain", feed, read_to_the_end,
         f"a feed of {READ_FIRST} records that then ended, and the worker had read its end")
     assert running and feed.ended.is_set(), (
@@ -649,7 +660,7 @@ def test_the_worker_sheds_while_it_drains_its_queue_after_the_feed_ends(kata, tm
         + f" ({how})")
     assert status is not None, (
         f"expected the worker to stop handling records and exit with EXIT_SHED ({shed}) as soon as usage reached the "
-        f"shedding point, but it was still running {max(hang_after(), 10.0):g} s later ({how}): the feed's end is "
+        f"shedding point, but it was still running {waited:.1f} s later ({how}): the feed's end is "
         f"not the end of the risk. The queue still holds its records and the container's other processes still take "
         f"memory, so the guard watches until the last record is handled")
     assert status == shed, f"expected the worker to exit with EXIT_SHED ({shed}), {status_words(status)} ({how})"
