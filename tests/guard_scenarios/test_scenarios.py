@@ -251,6 +251,36 @@ def test_clean_a_loop_waiting_for_a_busy_cpu():
             burner.wait()
 
 
+def test_clean_a_loop_waiting_a_moment_for_a_thread_kept_off_the_cpu():
+    """A callback that waits for a thread's 5 ms of work (as `Thread.start` waits for the new thread's first
+    lines, which anyio's to_thread does on a library's loop): the thread, pinned to a CPU three other processes
+    keep busy and at the lowest priority, waits there for hundreds of ms, and the loop with it. On an idle
+    machine the callback takes 5 ms; the time its helper waits for a CPU is the machine's, not the loop's."""
+    cpu = min(os.sched_getaffinity(0))
+    burn = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(3)]
+
+    def helper(done):
+        os.sched_setaffinity(0, {cpu})  # this thread only (Linux)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        spin(0.005)
+        done.set()
+
+    async def handler():
+        for _ in range(2):
+            done = threading.Event()
+            threading.Thread(target=helper, args=(done,)).start()
+            done.wait()  # a short wait on the loop's thread, by design
+            await asyncio.sleep(0)
+
+    try:
+        asyncio.run(handler())
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
 # --- LG05: a thread asks for a lock it holds ---------------------------------------------------
 
 _store_lock = threading.Lock()

@@ -11,9 +11,20 @@ schedstat of that thread): on a busy machine a short callback can take long on
 the clock without holding the loop any longer than it would on an idle one, and
 the verdict must not depend on the machine's load. Time on a CPU and time
 asleep in a blocking call both count.
+
+A loop's thread asleep in a call may be waiting for another thread of the
+process (`Thread.start` waits for the new thread to run its first lines, as
+anyio's `to_thread` does on a library's loop); on a busy machine that thread
+can wait for a CPU far longer than it then runs. So while the loop's thread is
+asleep, the longest wait for a CPU of any other thread of the process during
+the turn does not count either (threads started in the turn: all their waits).
+A genuinely blocking call is still found, once it has held the loop for the
+threshold beyond those waits.
 """
 from __future__ import annotations
 
+import math
+import os
 import sys
 import threading
 import time
@@ -24,8 +35,8 @@ from .findings import Collector, Finding
 
 
 class Beat:
-    __slots__ = ("busy_since", "finding", "in_select", "native", "seen_busy", "seen_cpu", "seen_turn", "seen_waited",
-                 "thread", "turn")
+    __slots__ = ("busy_since", "finding", "in_select", "native", "seen_busy", "seen_cpu", "seen_others",
+                 "seen_turn", "seen_waited", "thread", "turn")
 
     def __init__(self) -> None:
         self.turn, self.in_select, self.thread, self.native = 0, True, None, None
@@ -33,6 +44,7 @@ class Beat:
         self.finding = None  # the finding of the block in progress
         # the monitor's own first sight of this turn busy: when, and how long the thread had waited for a CPU
         self.seen_busy, self.seen_turn, self.seen_waited, self.seen_cpu = None, -1, 0.0, 0.0
+        self.seen_others: dict[int, float] = {}  # every other thread's wait for a CPU then
 
 
 def waited_for_cpu(native_id: int | None) -> float:
@@ -55,6 +67,46 @@ def _schedstat(native_id: int | None) -> tuple[float, float]:
         return 0.0, 0.0
 
 
+class Threads:
+    """The process's threads as the monitor last saw them: for each, its schedstat and when the monitor
+    last saw it get a CPU (its counters move only when it does)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[float, float, float]] = {}  # native id: (ran, waited, when they last moved)
+
+    def look(self, now: float) -> None:
+        try:
+            ids = [int(n) for n in os.listdir("/proc/self/task")]
+        except (OSError, ValueError):
+            ids = []
+        seen = {}
+        for tid in ids:
+            ran, waited = _schedstat(tid)
+            before = self.seen.get(tid)
+            seen[tid] = before if before is not None and before[:2] == (ran, waited) else (ran, waited, now)
+        self.seen = seen
+
+    def waits(self) -> dict[int, float]:
+        return {tid: waited for tid, (_ran, waited, _moved) in self.seen.items()}
+
+    def longest_wait_since(self, before: dict[int, float], now: float, *, besides: set) -> float:
+        """The longest time any thread but `besides` waited for a CPU since `before` was read: its counted
+        waits, and, if it is runnable with counters that have not moved for a look, the wait it is in
+        now (at most the time since they last moved)."""
+        longest = 0.0
+        for tid, (ran, waited, moved) in self.seen.items():
+            if tid in besides:
+                continue
+            wait = waited - before.get(tid, 0.0)
+            if runnable(tid):
+                if tid not in before and ran == 0:
+                    wait = math.inf  # started in the turn and has not run yet: the loop may be waiting for it
+                elif now > moved:
+                    wait += now - moved
+            longest = max(longest, wait)
+        return longest
+
+
 def runnable(native_id: int | None) -> bool:
     """Whether the thread is running or waiting for a CPU now (state R). Linux adds a wait for a CPU
     to schedstat only once it is over, so while a thread waits, the wait so far is not in it yet."""
@@ -72,6 +124,7 @@ class BlockedLoops:
         self.beats: dict[int, tuple[weakref.ref, Beat]] = {}
         self._stop = threading.Event()
         self._thread = None
+        self.threads = Threads()
 
     def watch(self, loop, info) -> None:
         selector = getattr(loop, "_selector", None)
@@ -112,8 +165,11 @@ class BlockedLoops:
 
     def _run(self) -> None:
         period = max(self.threshold / 4, 0.005)
+        monitor = threading.get_native_id()
         while not self._stop.wait(period):
             now = time.monotonic()
+            if any(not beat.in_select for _ref, beat in list(self.beats.values())):
+                self.threads.look(now)  # every look while a loop is busy: a wait is seen as it grows
             for ref, beat in list(self.beats.values()):
                 loop = ref()
                 if loop is None or getattr(loop, "_thread_id", None) is None or beat.in_select or beat.thread is None:
@@ -124,23 +180,28 @@ class BlockedLoops:
                     # the two, the loop's wait then is left out of the start and counted later, so held
                     # time can only come out short, never long.
                     beat.seen_turn = beat.turn
+                    beat.seen_others = self.threads.waits()
                     beat.seen_cpu, beat.seen_waited = _schedstat(beat.native)
                     beat.seen_busy = time.monotonic()
                     continue
                 if beat.finding is None and now - beat.seen_busy >= self.threshold and not beat.in_select \
-                        and beat.seen_turn == beat.turn and self._held(beat, now):
+                        and beat.seen_turn == beat.turn and self._held(beat, now, besides={beat.native, monitor}):
                     self.collector.safely(self._report, loop, beat, now)
                 del loop
 
-    def _held(self, beat: Beat, now: float) -> bool:
+    def _held(self, beat: Beat, now: float, *, besides: set) -> bool:
         """Whether the loop's thread has held this turn for the threshold, by its own clock: the time
         on the clock less its waits for a CPU. A thread that is runnable now may be in a wait not yet
         counted, so then only its time on a CPU counts: short callbacks on a busy CPU never add up
-        to a held loop, a long computation does."""
+        to a held loop, a long computation does. A thread asleep may be waiting for another thread,
+        so then the longest wait for a CPU of any other thread in the turn does not count either."""
         ran, waited = _schedstat(beat.native)
-        if now - beat.seen_busy - (waited - beat.seen_waited) < self.threshold:
+        own = now - beat.seen_busy - (waited - beat.seen_waited)
+        if own < self.threshold:
             return False
-        return not runnable(beat.native) or ran - beat.seen_cpu >= self.threshold
+        if runnable(beat.native):
+            return ran - beat.seen_cpu >= self.threshold
+        return own - self.threads.longest_wait_since(beat.seen_others, now, besides=besides) >= self.threshold
 
     def _report(self, loop, beat: Beat, now: float) -> None:
         frame = sys._current_frames().get(beat.thread)
