@@ -100,11 +100,10 @@ class Pinned:
         asked = self.asked_at
         return max([time.monotonic() - asked if asked is not None else 0.0, *self.waits])
 
-    def hang_up(self) -> None:
-        with contextlib.suppress(OSError):
-            if self.conn.sock is not None:
-                self.conn.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread still waiting for an answer
-        self.conn.close()
+    def wake(self) -> None:
+        """End the connection under a thread still waiting on it: its wait ends at once, in an error."""
+        with contextlib.suppress(OSError, AttributeError):  # AttributeError: no socket (never connected)
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
 
 
 def check_workers(port: int, workers: list[int], slow_path: str, *, limit: float,
@@ -156,6 +155,8 @@ def check_workers(port: int, workers: list[int], slow_path: str, *, limit: float
     finally:
         running.clear()
         for p in pinned:
-            p.hang_up()
+            p.wake()
         for t in threads:
             t.join(timeout)
+        for p in pinned:  # only now: closing a connection under a thread that reads it breaks http.client
+            p.conn.close()
