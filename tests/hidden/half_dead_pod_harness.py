@@ -1,7 +1,7 @@
 """What the hidden tests of kata 13 (half-dead-pod) serve and look at.
 
-Run as a script, this file is the server: `uvicorn --workers 2 --factory` on
-`drilled_app`, listening on a socket the test bound (its file descriptor is
+Run as a script, this file is the server: `uvicorn --workers N --factory` on
+`drilled_app` (N from $HALF_DEAD_WORKERS, 2 unless set), listening on a socket the test bound (its file descriptor is
 the first argument, the test's pid the second), so that the port is the
 kernel's choice, fresh per pod.
 Each worker is a separate process (uvicorn spawns them) that loads the
@@ -165,7 +165,7 @@ def serve(fd: int) -> None:
 
     # The tests' keep-alive connections may sit idle for seconds while a worker is replaced on a
     # loaded machine: uvicorn's default would close them after 5 s and make a healthy worker look deaf.
-    uvicorn.run(f"{Path(__file__).stem}:drilled_app", factory=True, fd=fd, workers=2,
+    uvicorn.run(f"{Path(__file__).stem}:drilled_app", factory=True, fd=fd, workers=int(os.environ["HALF_DEAD_WORKERS"]),
                 log_level="warning", access_log=False, timeout_keep_alive=3600)
 
 
@@ -266,10 +266,11 @@ class Pinned:
 
 
 class Pod:
-    """`uvicorn --workers 2` serving the package at `impl`, in a process group of its own, killed on exit."""
+    """`uvicorn --workers N` serving the package at `impl`, in a process group of its own, killed on exit."""
 
-    def __init__(self, impl: Path, folder: Path, freeze_limit: float | None = None, dual_stack: bool = False):
-        self.impl, self.folder, self.freeze_limit = Path(impl), Path(folder), freeze_limit
+    def __init__(self, impl: Path, folder: Path, freeze_limit: float | None = None, dual_stack: bool = False,
+                 size: int = 2):
+        self.impl, self.folder, self.freeze_limit, self.size = Path(impl), Path(folder), freeze_limit, size
         self.dual_stack = dual_stack  # listening on IPv6 for IPv4 too, as `--host ::` does (turned off where no IPv6)
         self.record_file = self.folder / "record.jsonl"
         self.log_file = self.folder / "server.log"
@@ -291,7 +292,7 @@ class Pod:
             listener.listen(128)
             self.port, self.listening = listener.getsockname()[1], os.fstat(listener.fileno()).st_ino
             env = {**os.environ, "HALF_DEAD_IMPL": str(self.impl), "HALF_DEAD_RECORD": str(self.record_file),
-                   "PYTHONUNBUFFERED": "1"}
+                   "PYTHONUNBUFFERED": "1", "HALF_DEAD_WORKERS": str(self.size)}
             env.pop("WORKER_FREEZE_LIMIT", None)
             if self.freeze_limit is not None:
                 env["WORKER_FREEZE_LIMIT"] = str(self.freeze_limit)
@@ -399,14 +400,14 @@ class Pod:
         return not changed() and not self.running_drills()
 
     def ready(self, within: float = STARTED_WITHIN) -> dict[int, list[Pinned]]:
-        """Wait until both workers serve: keep connecting until each owns a connection; pid -> its connections."""
+        """Wait until every worker serves: keep connecting until each owns a connection; pid -> its connections."""
         deadline = time.monotonic() + within
         owned: dict[int, list[Pinned]] = {}
         while time.monotonic() < deadline:
             if self.died():
-                raise RuntimeError(f"expected uvicorn --workers 2 to serve create_app(), but {self.died()}")
+                raise RuntimeError(f"expected uvicorn --workers {self.size} to serve create_app(), but {self.died()}")
             workers = self.workers()
-            if len(workers) == 2:
+            if len(workers) == self.size:
                 with contextlib.suppress(OSError, http.client.HTTPException):
                     pinned = self.pin()
                     if pinned.owner is not None:
@@ -414,23 +415,24 @@ class Pod:
                 if set(owned) >= set(workers):
                     return {pid: owned[pid] for pid in workers}
             time.sleep(0.01)
-        raise RuntimeError(f"expected both workers of uvicorn --workers 2 to serve within {within:g} s, but the ones "
+        raise RuntimeError(f"expected every worker of uvicorn --workers {self.size} to serve within {within:g} s, but the ones "
                            f"that answered were {sorted(owned) or 'none'}; the server's log:\n{self.log()[-2000:]}")
 
 
 class Pods:
-    """The pods one module's tests share, one per (implementation, WORKER_FREEZE_LIMIT); all killed on exit.
+    """The pods one module's tests share, one per (implementation, WORKER_FREEZE_LIMIT, listener, workers); all
+    killed on exit.
 
-    `lease()` hands a test a pod whose two workers serve, with a connection pinned to each.
+    `lease()` hands a test a pod whose workers all serve, with a connection pinned to each.
     When the test ends without an error, and the pod is as the test found it once its drills
-    have ended (the same two workers, alive, no drill running), the pod waits for the next
+    have ended (the same workers, alive, no drill running), the pod waits for the next
     test; otherwise it is killed and the next test gets a new one.
     """
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.numbers = itertools.count(1)
-        self.idle: dict[tuple[str, float | None, bool], Pod] = {}
+        self.idle: dict[tuple[str, float | None, bool, int], Pod] = {}
         self.every: list[Pod] = []  # leased or idle: whatever happens, none outlives the module
         self.lock = threading.Lock()  # tests on other threads lease pods too (Ahead)
         self.closed = False
@@ -445,7 +447,7 @@ class Pods:
         for pod in every:
             pod.__exit__(None, None, None)
 
-    def _take(self, key: tuple[str, float | None, bool], impl: Path) -> Pod:
+    def _take(self, key: tuple[str, float | None, bool, int], impl: Path) -> Pod:
         with self.lock:
             if self.closed:
                 raise RuntimeError("the module's pods are closed")
@@ -453,7 +455,7 @@ class Pods:
             if pod is None:
                 folder = self.folder / f"pod-{next(self.numbers)}"
                 folder.mkdir()
-                pod = Pod(impl, folder, key[1], key[2])
+                pod = Pod(impl, folder, *key[1:])
                 self.every.append(pod)
         return pod if pod.process else pod.__enter__()
 
@@ -463,9 +465,9 @@ class Pods:
                 self.every.remove(pod)
         pod.__exit__(None, None, None)
 
-    def prestart(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False) -> None:
+    def prestart(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False, size: int = 2) -> None:
         """Start the pod a later test will lease, unless one waits already: its boot overlaps this test."""
-        key = (str(Path(impl).resolve()), freeze_limit, dual_stack)
+        key = (str(Path(impl).resolve()), freeze_limit, dual_stack, size)
         with self.lock:
             if self.closed or key in self.idle:
                 return
@@ -477,9 +479,9 @@ class Pods:
         self._drop(pod)
 
     @contextlib.contextmanager
-    def lease(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False):
-        """(pod, pid -> its pinned connections) for one test."""
-        key = (str(Path(impl).resolve()), freeze_limit, dual_stack)
+    def lease(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False, size: int = 2):
+        """(pod, pid -> its pinned connections) for one test; `size` workers."""
+        key = (str(Path(impl).resolve()), freeze_limit, dual_stack, size)
         pod = self._take(key, impl)
         try:
             for pinned in pod.pinned:
