@@ -288,6 +288,14 @@ def test_the_guard_takes_out_the_queues_a_worker_excludes(kata, tmp_path):
     expect(guard(kata, tmp_path, "Procfile", long_form), {"insight"},
            "a Procfile whose worker has `--exclude-queues=insight -Q schema,insight,celery` (it consumes 'schema' "
            "and 'celery')")
+    beside = PROCFILE_WEB + ("worker: celery -A reports.celery_app worker -Q insight\n"
+                             "rest: celery -A reports.celery_app worker -X schema\n")
+    expect(guard(kata, tmp_path, "Procfile", beside), {"schema"},
+           "a Procfile whose worker consumes 'insight' and whose other worker has no -Q and `-X schema` (it consumes "
+           "the default queue 'celery': excluding a queue never adds it)")
+    no_queue = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -X insight\n"
+    expect(guard(kata, tmp_path, "Procfile", no_queue), {"schema", "insight"},
+           "a Procfile whose worker has no -Q and `-X insight` (it consumes the default queue 'celery' only)")
 
 
 def test_the_guard_knows_a_worker_without_a_queue_option_reads_task_queues(kata, tmp_path):
@@ -303,6 +311,10 @@ def test_the_guard_knows_a_worker_without_a_queue_option_reads_task_queues(kata,
     app.conf.task_queues = [Queue("schema"), Queue("celery")]
     expect(guard(kata, tmp_path, "Procfile", plain), {"insight"},
            "an app whose task_queues declares 'schema' and 'celery' only, and a worker with no -Q")
+    excluding = plain.replace("--loglevel=INFO", "-X insight")
+    expect(guard(kata, tmp_path, "Procfile", excluding), {"insight"},
+           "an app whose task_queues declares 'schema' and 'celery' only, and a worker with no -Q and `-X insight` "
+           "(excluding a queue never adds it: it consumes 'schema' and 'celery')")
 
 
 def test_the_guard_reads_a_queue_list_given_through_the_environment(kata, tmp_path):
@@ -349,7 +361,17 @@ REFUSED = [  # (a worker line Celery 5 refuses, why): it prints "No such option"
      "`--autoreload` is no option of Celery 5's worker (it went in Celery 4)"),
     ("celery worker -A reports.celery_app -Q schema,insight",
      "Celery 4's order: in Celery 5, -A belongs to `celery` and comes before `worker`, never after it"),
+    ("celery -A reports.celery_app workers -Q schema,insight", "there is no command `workers`, only `worker`"),
 ]
+
+
+def test_the_guard_reads_a_worker_started_as_python_m_celery(kata, tmp_path):
+    """the guard reads a worker started as `python -m celery`, or through `exec`, as one started as `celery`"""
+    procfile = PROCFILE_WEB + ("worker: python -m celery -A reports.celery_app worker -Q schema,insight\n"
+                               "rest: exec celery -A reports.celery_app worker -Q celery\n")
+    expect(guard(kata, tmp_path, "Procfile", procfile), set(),
+           "a Procfile whose workers are `python -m celery -A reports.celery_app worker -Q schema,insight` and `exec "
+           "celery -A reports.celery_app worker -Q celery` (Celery's command line either way: they consume all three)")
 
 
 def test_the_guard_counts_no_worker_for_a_command_line_celery_refuses(kata, tmp_path):
