@@ -8,7 +8,9 @@ import re
 import shlex
 from pathlib import Path
 
+import click
 import yaml
+from celery.bin.celery import celery  # Celery's own command line
 
 # A Procfile line as honcho and foreman read it: "name: command". Anything else, a comment
 # ("#worker: ...") included, starts nothing.
@@ -66,15 +68,19 @@ def environment(value) -> dict:
 
 def consumed_queues(args: list, env: dict, app) -> set | None:
     """The queues a `celery ... worker` command consumes; None if it starts no worker (`celery beat`...)."""
-    if "worker" not in args or not any(Path(a).name == "celery" for a in args[:args.index("worker")]):
-        return None
     try:
-        value = option(args, "-Q", "--queues")
-        excluded = option(args, "-X", "--exclude-queues") or env.get("CELERY_WORKER_EXCLUDE_QUEUES") or ""
-    except NoValue:
+        options = worker_options(args)
+    except click.UsageError:
         return set()  # Celery refuses the command line: no worker starts, and nothing is consumed
-    if value is None:  # Celery reads a missing option from CELERY_<COMMAND>_<OPTION>
-        value = env.get("CELERY_WORKER_QUEUES") or None
+    if options is None:
+        return None
+    # -D/--detach: the worker forks into the background and the command exits at once; the platform
+    # or the container, whose process that was, takes it as ended, and nothing stays up to consume.
+    if options.get("detach") or click.BOOL.convert(env.get("CELERY_WORKER_DETACH") or "0", None, None):
+        return set()
+    # Celery reads a missing option from CELERY_<COMMAND>_<OPTION>
+    value = options.get("queues") or env.get("CELERY_WORKER_QUEUES") or None
+    excluded = options.get("exclude_queues") or env.get("CELERY_WORKER_EXCLUDE_QUEUES") or ""
     excluded = set(excluded.split(",")) if excluded else set()
     if value is not None:
         return set(value.split(",")) - excluded  # commas only, as Celery splits: "a, b" names 'a' and ' b'
@@ -83,23 +89,21 @@ def consumed_queues(args: list, env: dict, app) -> set | None:
     return {app.conf.task_default_queue} - excluded  # ...or else its default queue only
 
 
-class NoValue(ValueError):
-    """A worker option given last, with no value after it."""
+def worker_options(args: list) -> dict | None:
+    """A `celery ... worker` command's options, read by Celery's own parser; None if it starts no worker.
 
-
-def option(args: list, short: str, long: str) -> str | None:
-    """The value of a worker option (-Q a,b, -Qa,b, --queues=a,b, --queues a,b); the last one counts, as in Celery."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg in (short, long):
-            if i + 1 == len(args):
-                raise NoValue(f"{arg} has no value")
-            value = args[i + 1]
-        elif arg.startswith(long + "="):
-            value = arg.split("=", 1)[1]
-        elif arg.startswith(short) and len(arg) > 2:
-            value = arg[2:]
-    return value
+    That parser is click's: the last of an option counts, and it knows no abbreviations (`--queue` is
+    not `--queues`), reads `-Q=a` as the queue '=a', and refuses an option the worker does not have
+    (`-A` after `worker` too: in Celery 5 it is the `celery` command's): click.UsageError."""
+    program = next((i for i, a in enumerate(args) if Path(a).name == "celery"), None)
+    if program is None:
+        return None
+    context = click.Context(celery)
+    _, rest, _ = celery.make_parser(context).parse_args(args[program + 1:])  # `celery -A app`, up to its command
+    if rest[:1] != ["worker"]:
+        return None
+    worker = celery.get_command(context, "worker")
+    return worker.make_parser(click.Context(worker, parent=context)).parse_args(rest[1:])[0]
 
 
 def unconsumed_queues(app, deploy_file) -> set:

@@ -288,6 +288,14 @@ def test_the_guard_takes_out_the_queues_a_worker_excludes(kata, tmp_path):
     expect(guard(kata, tmp_path, "Procfile", long_form), {"insight"},
            "a Procfile whose worker has `--exclude-queues=insight -Q schema,insight,celery` (it consumes 'schema' "
            "and 'celery')")
+    beside = PROCFILE_WEB + ("worker: celery -A reports.celery_app worker -Q insight\n"
+                             "rest: celery -A reports.celery_app worker -X schema\n")
+    expect(guard(kata, tmp_path, "Procfile", beside), {"schema"},
+           "a Procfile whose worker consumes 'insight' and whose other worker has no -Q and `-X schema` (it consumes "
+           "the default queue 'celery': excluding a queue never adds it)")
+    no_queue = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -X insight\n"
+    expect(guard(kata, tmp_path, "Procfile", no_queue), {"schema", "insight"},
+           "a Procfile whose worker has no -Q and `-X insight` (it consumes the default queue 'celery' only)")
 
 
 def test_the_guard_knows_a_worker_without_a_queue_option_reads_task_queues(kata, tmp_path):
@@ -303,6 +311,10 @@ def test_the_guard_knows_a_worker_without_a_queue_option_reads_task_queues(kata,
     app.conf.task_queues = [Queue("schema"), Queue("celery")]
     expect(guard(kata, tmp_path, "Procfile", plain), {"insight"},
            "an app whose task_queues declares 'schema' and 'celery' only, and a worker with no -Q")
+    excluding = plain.replace("--loglevel=INFO", "-X insight")
+    expect(guard(kata, tmp_path, "Procfile", excluding), {"insight"},
+           "an app whose task_queues declares 'schema' and 'celery' only, and a worker with no -Q and `-X insight` "
+           "(excluding a queue never adds it: it consumes 'schema' and 'celery')")
 
 
 def test_the_guard_reads_a_queue_list_given_through_the_environment(kata, tmp_path):
@@ -333,6 +345,124 @@ def test_the_guard_reads_a_queue_list_given_through_the_environment(kata, tmp_pa
            "on the command line wins: it consumes 'schema' only)")
 
 
+
+def refusal_or_names(kata, tmp_path, name: str, text: str) -> set | None:
+    """The queues the guard names for a deploy file, or None if it refuses the file (ValueError, SystemExit)."""
+    try:
+        return guard(kata, tmp_path, name, text)
+    except (ValueError, SystemExit):
+        return None
+
+
+REFUSED = [  # (a worker line Celery 5 refuses, why): it prints "No such option" and starts no worker
+    ("celery -A reports.celery_app worker --queue schema,insight",
+     "click, Celery's parser, takes no abbreviation: `--queue` is not `--queues`"),
+    ("celery -A reports.celery_app worker --autoreload -Q schema,insight",
+     "`--autoreload` is no option of Celery 5's worker (it went in Celery 4)"),
+    ("celery worker -A reports.celery_app -Q schema,insight",
+     "Celery 4's order: in Celery 5, -A belongs to `celery` and comes before `worker`, never after it"),
+    ("celery -A reports.celery_app workers -Q schema,insight", "there is no command `workers`, only `worker`"),
+]
+
+
+def test_the_guard_reads_a_worker_started_as_python_m_celery(kata, tmp_path):
+    """the guard reads a worker started as `python -m celery`, or through `exec`, as one started as `celery`"""
+    procfile = PROCFILE_WEB + ("worker: python -m celery -A reports.celery_app worker -Q schema,insight\n"
+                               "rest: exec celery -A reports.celery_app worker -Q celery\n")
+    expect(guard(kata, tmp_path, "Procfile", procfile), set(),
+           "a Procfile whose workers are `python -m celery -A reports.celery_app worker -Q schema,insight` and `exec "
+           "celery -A reports.celery_app worker -Q celery` (Celery's command line either way: they consume all three)")
+
+
+def test_the_guard_counts_no_worker_for_a_command_line_celery_refuses(kata, tmp_path):
+    """the guard counts no consumer for a worker command line Celery 5 refuses: `--queue`, an option it lacks, `worker -A`"""
+    wrong = []
+    for command, why in REFUSED:
+        procfile = PROCFILE_WEB + f"worker: {command}\nrest: celery -A reports.celery_app worker -Q celery\n"
+        found = refusal_or_names(kata, tmp_path, "Procfile", procfile)
+        if found is not None and found != {"schema", "insight"}:
+            wrong.append(f"`{command}` ({why}): expected ['insight', 'schema'] (or the file refused), got "
+                         f"{sorted(found) or 'no queue'}")
+    assert not wrong, (
+        "expected the guard to count no consumer for a worker whose command line Celery refuses (it prints `No such "
+        "option` and exits: no worker starts), calling guard.unconsumed_queues(app, path) directly on a Procfile "
+        "whose other worker consumes 'celery'; for " + "; ".join(wrong))
+
+
+def test_the_guard_reads_an_equals_sign_after_a_short_option_as_part_of_the_value(kata, tmp_path):
+    """the guard reads `-Q=schema` as Celery does: a short option's value is all that follows it, so the queue is '=schema'"""
+    equals = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q=schema,insight,celery\n"
+    expect(refusal_or_names(kata, tmp_path, "Procfile", equals), {"schema"},
+           "a Procfile whose worker has `-Q=schema,insight,celery` (click reads a short option's value as "
+           "everything after the letter, `=` included: that worker consumes '=schema', 'insight' and 'celery', and "
+           "nothing is ever sent to '=schema')")
+    excluded = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q schema,insight,celery -X=schema\n"
+    expect(refusal_or_names(kata, tmp_path, "Procfile", excluded), set(),
+           "a Procfile whose worker has `-Q schema,insight,celery -X=schema` (-X=schema excludes the queue "
+           "'=schema', which it does not consume anyway: it consumes all three)")
+
+
+def test_the_guard_counts_no_consumer_for_a_detached_worker(kata, tmp_path):
+    """the guard counts no consumer for a worker started with -D/--detach: the process the platform started exits at once"""
+    wrong = []
+    for how, name, text in [
+        ("-D", "Procfile", PROCFILE_WEB + "worker: celery -A reports.celery_app worker -D -Q schema,insight\n"
+                                          "rest: celery -A reports.celery_app worker -Q celery\n"),
+        ("--detach", "docker-compose.yml", json.dumps({"services": {
+            "worker": {"command": "celery -A reports.celery_app worker -Q schema,insight --detach"},
+            "rest": {"command": "celery -A reports.celery_app worker -Q celery"}}})),
+        ("CELERY_WORKER_DETACH=1 in its environment", "docker-compose.yml", json.dumps({"services": {
+            "worker": {"command": "celery -A reports.celery_app worker -Q schema,insight",
+                       "environment": {"CELERY_WORKER_DETACH": "1"}},
+            "rest": {"command": "celery -A reports.celery_app worker -Q celery"}}})),
+    ]:
+        found = refusal_or_names(kata, tmp_path, name, text)
+        if found is not None and found != {"schema", "insight"}:
+            wrong.append(f"a {name} whose worker on 'schema,insight' has {how}: expected ['insight', 'schema'] (or "
+                         f"the file refused), got {sorted(found) or 'no queue'}")
+    assert not wrong, (
+        "expected the guard to count no consumer for a detached worker (calling guard.unconsumed_queues(app, path) "
+        "directly on a deploy file whose other worker consumes 'celery'): --detach forks the worker into the "
+        "background and the command exits at once, so a Procfile runner sees its process end and a container "
+        "whose main process it was stops, and no worker stays up; for " + "; ".join(wrong))
+
+
+def test_the_guard_takes_out_the_queues_excluded_through_the_environment(kata, tmp_path):
+    """the guard reads CELERY_WORKER_EXCLUDE_QUEUES, which Celery takes for a missing -X, and lets -X win over it"""
+    compose = {"services": {"worker": {"command": "celery -A reports.celery_app worker -Q schema,insight,celery",
+                                       "environment": {"CELERY_WORKER_EXCLUDE_QUEUES": "schema"}}}}
+    expect(guard(kata, tmp_path, "docker-compose.yml", json.dumps(compose)), {"schema"},
+           "a compose file whose worker has `-Q schema,insight,celery` and `environment: {CELERY_WORKER_EXCLUDE_QUEUES: "
+           "schema}` (Celery's command line reads a missing -X from CELERY_WORKER_EXCLUDE_QUEUES: it consumes "
+           "'insight' and 'celery')")
+    both = PROCFILE_WEB + ("worker: CELERY_WORKER_EXCLUDE_QUEUES=schema celery -A reports.celery_app worker "
+                           "-Q schema,insight,celery -X insight\n")
+    expect(guard(kata, tmp_path, "Procfile", both), {"insight"},
+           "a Procfile whose worker has CELERY_WORKER_EXCLUDE_QUEUES=schema before the command and `-Q "
+           "schema,insight,celery -X insight` (the option on the command line wins: it consumes 'schema' and 'celery')")
+
+
+NOT_A_PROCESS = [  # Procfile lines that honcho, foreman and the platforms do not read as a process
+    "schema worker: celery -A reports.celery_app worker -Q schema",  # a space in the name
+    "schema.worker: celery -A reports.celery_app worker -Q schema",  # a dot in the name
+    "celery -A reports.celery_app worker -Q schema",  # no name at all
+]
+
+
+def test_the_guard_reads_only_lines_a_procfile_runner_starts(kata, tmp_path):
+    """the guard counts a Procfile line only in the form a Procfile runner starts: `name: command`, the name of letters, digits, - and _"""
+    wrong = []
+    for line in NOT_A_PROCESS:
+        procfile = PROCFILE_WEB + "worker: celery -A reports.celery_app worker -Q insight,celery\n" + line + "\n"
+        found = guard(kata, tmp_path, "Procfile", procfile)
+        if found != {"schema"}:
+            wrong.append(f"`{line}`: expected ['schema'], got {sorted(found) or 'no queue'}")
+    assert not wrong, (
+        "expected the guard to skip a Procfile line that is not `name: command` with a name of letters, digits, - "
+        "and _ (honcho and foreman read a line with ^([A-Za-z0-9_-]+):\\s*(.+)$ and start nothing from any other), "
+        "calling guard.unconsumed_queues(app, path) directly on a Procfile whose worker consumes 'insight,celery' "
+        "and whose line for a 'schema' worker is malformed; for " + "; ".join(wrong))
+
 # Deploy files as teams write them, against an oracle of the tests' own that knows what each worker was given
 # (never by parsing the file): one to three workers, each with its queue option in any spelling, given once,
 # twice (the last counts) or not at all, queues excluded in any spelling, CELERY_WORKER_QUEUES in its
@@ -348,8 +478,13 @@ except ImportError:  # pinned in requirements.txt; without it this test is skipp
 
 SEED = property_seed()
 ROUTED = {"schema", "insight", "celery"}  # the app's routes, and its default queue
-QUEUE_SPELLINGS = ("-Q {}", "-Q{}", "--queues={}", "--queues {}")
-EXCLUDE_SPELLINGS = ("-X {}", "-X{}", "--exclude-queues={}", "--exclude-queues {}")
+# "-Q={}": click reads a short option's value as all that follows the letter, so the first queue is "=schema"
+QUEUE_SPELLINGS = ("-Q {}", "-Q{}", "--queues={}", "--queues {}", "-Q={}")
+EXCLUDE_SPELLINGS = ("-X {}", "-X{}", "--exclude-queues={}", "--exclude-queues {}", "-X={}")
+# Command lines Celery 5 refuses ("No such option", or a missing value), each starting no worker: True is an
+# option given last with no value.
+REFUSALS = {True: ["-Q"], "--queue": ["--queue", "schema,insight,celery"], "--autoreload": ["--autoreload"],
+            "worker -A": []}
 OTHER_OPTIONS = ("--loglevel=INFO", "-l INFO", "-c 2", "--concurrency 4", "-O fair")
 
 
@@ -362,13 +497,18 @@ OTHER_PROCESSES = (  # lines of a deploy file that start no Celery worker
 
 def consumed_by(worker: dict, task_queues) -> set:
     """The oracle: what a worker consumes, from what it was given."""
-    if worker["refused"]:
-        return set()
-    given = [names for kind, _, names in worker["options"] if kind == "Q"]
+    if worker["refused"] or any(kind == "detach" for kind, _, _ in worker["options"]):
+        return set()  # no worker starts, or it detaches and nothing stays up
+    given = [as_read(spelling, names) for kind, spelling, names in worker["options"] if kind == "Q"]
     listed = given[-1] if given else worker["env"]
-    excluded = [names for kind, _, names in worker["options"] if kind == "X"]
+    excluded = [as_read(spelling, names) for kind, spelling, names in worker["options"] if kind == "X"]
     excluded = set(excluded[-1]) if excluded else set(worker["env_exclude"] or ())
     return (set(listed) if listed else set(task_queues) if task_queues else {"celery"}) - excluded
+
+
+def as_read(spelling: str, names: list) -> list:
+    """The queue names an option gives, as click reads them: `-Q=a,b` names '=a' and 'b'."""
+    return ["=" + names[0], *names[1:]] if spelling in ("-Q={}", "-X={}") else names
 
 
 def environment_of(w: dict) -> dict:
@@ -387,9 +527,11 @@ def deploy_text(form: str, workers: list, others: list) -> tuple[str, str]:
     commands = []
     for w in workers:
         tokens = ["celery", "-A", "reports.celery_app", "worker"]
+        if w["refused"] == "worker -A":  # Celery 4's order: -A after `worker`
+            tokens = ["celery", "worker", "-A", "reports.celery_app"]
         for _, spelling, names in w["options"]:
             tokens += spelling.format(",".join(names)).split(" ") if names is not None else spelling.split(" ")
-        commands.append(tokens + (["-Q"] if w["refused"] else []))
+        commands.append(tokens + (REFUSALS[w["refused"]] if w["refused"] else []))
     if form == "Procfile":
         lines = [PROCFILE_WEB.strip()]
         for i, (w, tokens) in enumerate(zip(workers, commands)):
@@ -419,9 +561,11 @@ if st is not None:
         st.tuples(st.just("Q"), st.sampled_from(QUEUE_SPELLINGS), _names),
         st.tuples(st.just("X"), st.sampled_from(EXCLUDE_SPELLINGS), _names),
         st.tuples(st.just("other"), st.sampled_from(OTHER_OPTIONS), st.none()),
+        st.tuples(st.just("detach"), st.sampled_from(("-D", "--detach")), st.none()),
     )
     _worker = st.fixed_dictionaries({"options": st.lists(_option, max_size=4), "env": st.none() | _names,
-                                     "env_exclude": st.none() | _names, "refused": st.booleans()})
+                                     "env_exclude": st.none() | _names,
+                                     "refused": st.sampled_from((False, *REFUSALS))})
 
     @hypothesis_seed(SEED)
     @settings(max_examples=60, deadline=None, database=None, derandomize=False,
@@ -442,6 +586,15 @@ if st is not None:
                            "env_exclude": None, "refused": False},
                           {"options": [("Q", "--queues={}", ["tier=gold", "schema"])], "env": None, "env_exclude": None,
                            "refused": False}], [], None)  # -Qq, a one-letter queue; --queues=tier=gold,schema
+    @example("compose, command as a string", [{"options": [("Q", "-Q {}", ["schema", "insight", "celery"])],
+                                               "env": None, "env_exclude": ["insight"], "refused": False}],
+             [], None)  # CELERY_WORKER_EXCLUDE_QUEUES stands in for a missing -X
+    @example("Procfile", [{"options": [("Q", "-Q={}", ["schema", "insight", "celery"])], "env": None,
+                           "env_exclude": None, "refused": False}], [], None)  # -Q=schema names '=schema'
+    @example("Procfile", [{"options": [("Q", "-Q {}", ["schema", "insight"])], "env": None, "env_exclude": None,
+                           "refused": "--queue"},
+                          {"options": [("detach", "--detach", None), ("Q", "-Q {}", ["celery"])], "env": None,
+                           "env_exclude": None, "refused": False}], [], None)  # no abbreviations; detached
     def _guard_property(kata, tmp_path, form, workers, others, task_queues):
         from kombu import Queue
 
@@ -470,7 +623,8 @@ if st is not None:
             f"expected the guard to name {sorted(wanted) or 'no queue'} for this {form}, got "
             f"{sorted(found) or 'no queue'}: as Celery reads them, its workers consume {sorted(consumed) or 'nothing'} "
             f"(the last queue option counts, CELERY_WORKER_QUEUES stands in for a missing one, excluded queues are "
-            f"taken out, and a command line ending in an option with no value starts no worker)\n{text}"
+            f"taken out, `-Q=a` names the queue '=a', a detached worker does not stay up, and a command line Celery "
+            f"refuses (an option with no value, one the worker lacks, -A after `worker`) starts no worker)\n{text}"
             + replay_words(SEED)
         )
 
@@ -499,6 +653,9 @@ def worker_commands(deploy_file: Path) -> tuple[list[str], list[dict]]:
     service's `environment`, a NAME=value before the command): Celery reads a missing option from them.
     The broker and the rest of the environment are the test's own."""
     found = celery_routes.worker_commands(deploy_file)
+    if deploy_file.name == "Procfile":  # only `name: command` lines: a Procfile runner starts nothing from the others
+        lines = deploy_file.read_text().splitlines()
+        found = [c for c in found if PROCFILE_LINE.match(lines[c.line - 1])]
     own = [{k: v for k, v in c.environment().items() if k.startswith("CELERY_WORKER_")} for c in found]
     return [shlex.join(c.args) for c in found], own
 
@@ -606,6 +763,22 @@ def celery_queue_list(args: list, env: dict) -> list:
     return value.split(",") if value is not None else []
 
 
+def detaches(deploy: str, commands: list[str], own_env: list[dict]) -> str:
+    """Why the test starts none of these workers if one of them detaches (-D, --detach, CELERY_WORKER_DETACH), or ''.
+
+    A detached worker leaves the process that started it, which exits at once: under a Procfile runner or as a
+    container's main process nothing stays up; here it would also outlive the test, so it is never started."""
+    for command, own in zip(commands, own_env):
+        args = shlex.split(command)
+        flag = own.get("CELERY_WORKER_DETACH", "").lower() in ("1", "true", "yes", "on")
+        if "-D" in args or "--detach" in args or flag:
+            return (f"expected {deploy}'s workers to stay in the foreground, but `{shown_with_env(command, own)}` "
+                    "detaches: the worker forks into the background and the command exits at once, so a Procfile "
+                    "runner sees its process end, a container whose main process it is stops, and no worker stays "
+                    "up to consume; the test started no worker")
+    return ""
+
+
 def run_deploy(kata, tmp_path, broker, deploy: str) -> tuple[list[str], list[str]]:
     """Start deploy's workers, send every kind of task; what went wrong, as sentences, and the tasks left PENDING."""
     app = app_of(kata)
@@ -623,6 +796,9 @@ def run_deploy(kata, tmp_path, broker, deploy: str) -> tuple[list[str], list[str
                         f"({', '.join(f'`{c}`' for _, c in lines)})" for name, lines in twice.items())
             + ": honcho refuses such a file (process names must be unique), and a platform keeps one command per "
             "process type, so only one of those workers would run; the test started none of them"], []
+    detached = detaches(deploy, commands, own_env)
+    if detached:
+        return [detached], []
     for command, own in zip(commands, own_env):
         spaced = sorted(q for q in celery_queue_list(shlex.split(command), own) if q != q.strip())
         if spaced:
@@ -701,6 +877,9 @@ def slow_questions_then_syncs(kata, tmp_path, deploy: str) -> list[str]:
     commands, own_env = worker_commands(deploy_file)
     if not commands:
         return [f"{deploy} starts no Celery worker{left_out(deploy_file)}"]
+    detached = detaches(deploy, commands, own_env)
+    if detached:
+        return [detached]
     purge(app)
     shown = "; ".join(f"`{shown_with_env(c, own)}`" for c, own in zip(commands, own_env))
     how = (f"{deploy}'s worker(s) ({shown}) started as real Celery workers, one task at a time each; two questions "
