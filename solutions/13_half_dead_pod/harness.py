@@ -150,7 +150,8 @@ def check_workers(port: int, workers: list[int], slow_path: str, *, limit: float
                  for pid in workers}
         broken = [p.broken for p in [*judged, slow] if p.broken]
         if broken or worst[slow.owner] > limit:
-            why = broken[0] if broken else f"/health waited {worst[slow.owner]:.3f} s on a connection it owns"
+            why = ("; ".join(dict.fromkeys(broken)) if broken  # every distinct break, once
+                   else f"/health waited {worst[slow.owner]:.3f} s on a connection it owns")
             return Verdict("fail", slow.owner, worst, f"worker {slow.owner} served {slow_path}: {why} "
                                                       f"(limit {limit} s, {len(judged)} connections judged)")
         return Verdict("pass", slow.owner, worst, f"worker {slow.owner} served {slow_path}; its slowest /health "

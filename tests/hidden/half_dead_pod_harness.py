@@ -15,7 +15,23 @@ the drill's routes in front of it:
   with `&step=S`, the worker's wall clock (`time.time()`) steps S seconds
   forward as each hold begins, as NTP or a resumed VM steps a host's clock
   (the monotonic clock goes on as before);
-- `GET /_drill/wait?seconds=S` waits S seconds without holding it.
+- `GET /_drill/wait?seconds=S` waits S seconds without holding it; with
+  `&status=N` it then answers status N; with `&sick=1` the worker answers
+  /health with 500 while it waits, and the wait ends (S is then a deadline)
+  once one /health has been answered so;
+- `GET /_drill/crash` ends the worker at once, its connections reset (SO_LINGER
+  0, as the kernel resets a connection whose data was never read): every
+  connection it holds, the one of this request too, breaks in a
+  ConnectionResetError on the client's side.
+
+A worker records each connection it sees ("connected", with the client's
+port), so that the tests can count the drill's connections. With
+$HALF_DEAD_STRANGERS set (to the pod's port), each worker, before it answers a connection's first
+request, makes two more connections on the host whose client's port number is
+that connection's client's port (from 127.0.0.2 and 127.0.0.3, to listeners of
+its own on a port below and a port above the pod's): rows of /proc/net/tcp whose remote
+port is the drill's own, as any connection to a peer on that port number
+makes on a busy host.
 
 Every worker writes what it does to the record file $HALF_DEAD_RECORD, one
 JSON line each ("started", then "began" and "ended" around every drill, with
@@ -49,6 +65,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -126,17 +143,90 @@ def _step_the_wall_clock(seconds: float) -> None:
     time.time = stepped
 
 
+def _reset_every_connection_and_exit() -> None:
+    """End this worker now; the kernel resets its TCP connections (SO_LINGER 0) instead of closing them."""
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError, ValueError):
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:["):
+                continue
+            sock = socket.socket(fileno=os.dup(int(fd)))
+            try:
+                if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+                    sock.getpeername()  # connected ones only: not the listening socket
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            finally:
+                sock.close()
+    _write_record(event="crashed")
+    os._exit(1)
+
+
+class Strangers:
+    """Connections on this host whose client's port number is a drill connection's: what makes a row of
+    /proc/net/tcp whose remote port is the drill's own, with a local port that is not the pod's."""
+
+    def __init__(self, pod_port: int):
+        self.listeners: list[socket.socket] = []
+        self.connections: list[socket.socket] = []
+        below = above = None
+        for _ in range(64):  # the kernel's choice of port: keep one below the pod's and one above
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(64)
+            port = listener.getsockname()[1]
+            if port < pod_port and below is None:
+                below = listener
+            elif port > pod_port and above is None:
+                above = listener
+            else:
+                listener.close()
+            if below and above:
+                break
+        self.listeners = [s for s in (below, above) if s]
+
+    def match(self, client_port: int) -> None:
+        """Connect from 127.0.0.2:`client_port` and 127.0.0.3:`client_port` to the listeners; never accepted, never
+        closed until the worker ends."""
+        for source, listener in zip(("127.0.0.2", "127.0.0.3"), self.listeners):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind((source, client_port))
+                sock.connect(listener.getsockname())
+            except OSError:
+                sock.close()  # that port is taken on that address: no stranger there for this connection
+                continue
+            self.connections.append(sock)
+
+
 def drilled_app():
     """The factory uvicorn calls in each worker: the app under test, with the drill's routes in front."""
     die_with_parent(signal.SIGKILL)()  # a worker whose supervisor was killed goes with it
     inner = _load_service().create_app()
     _write_record(event="started")
     beating = []
+    clients: set[int] = set()  # the client ports of the connections this worker has seen
+    sick: list[asyncio.Event] = []  # while a /_drill/wait?sick=1 runs: set once /health has been answered 500
+    strangers: list[Strangers] = []
 
     async def app(scope, receive, send):
         if not beating:  # the first call (lifespan's) comes on the worker's running loop
             beating.append(_start_beating())
         drill = scope["path"].removeprefix("/_drill/") if scope["type"] == "http" else ""
+        client = (scope.get("client") or (None, None))[1] if scope["type"] == "http" else None
+        if client is not None and client not in clients:
+            clients.add(client)
+            if os.environ.get("HALF_DEAD_STRANGERS"):
+                if not strangers:
+                    strangers.append(Strangers(int(os.environ["HALF_DEAD_STRANGERS"])))
+                strangers[0].match(client)
+            _write_record(event="connected", client=client)
+        if drill == "crash":
+            _write_record(event="began", drill=drill, seconds=0)
+            _reset_every_connection_and_exit()
+        if scope["type"] == "http" and scope["path"] == "/health" and sick:
+            _write_record(event="sick", client=client)
+            await _answer(send, 500, {"status": "sick"})
+            sick[-1].set()
+            return
         if drill not in ("freeze", "wait"):
             await inner(scope, receive, send)
             return
@@ -152,10 +242,18 @@ def drilled_app():
                 if step:
                     _step_the_wall_clock(step)  # while the loop is held: no beat can follow the step before a look
                 _hold_the_loop(seconds, query.get("release", [""])[0])
+        elif query.get("sick"):
+            sick.append(asyncio.Event())
+            try:
+                with contextlib.suppress(asyncio.TimeoutError):  # `seconds`: a deadline, should no /health come
+                    await asyncio.wait_for(sick[-1].wait(), seconds)
+            finally:
+                sick.pop()
         else:
             await asyncio.sleep(seconds)
         _write_record(event="ended", drill=drill, seconds=seconds)
-        await _answer(send, 200, {"pid": os.getpid(), "drill": drill, "seconds": seconds})
+        status = int(query.get("status", ["200"])[0])
+        await _answer(send, status, {"pid": os.getpid(), "drill": drill, "seconds": seconds})
 
     return app
 
@@ -269,8 +367,9 @@ class Pod:
     """`uvicorn --workers N` serving the package at `impl`, in a process group of its own, killed on exit."""
 
     def __init__(self, impl: Path, folder: Path, freeze_limit: float | None = None, dual_stack: bool = False,
-                 size: int = 2):
+                 size: int = 2, strangers: bool = False):
         self.impl, self.folder, self.freeze_limit, self.size = Path(impl), Path(folder), freeze_limit, size
+        self.strangers = strangers  # connections on the host sharing the drill's client port numbers (see the top)
         self.dual_stack = dual_stack  # listening on IPv6 for IPv4 too, as `--host ::` does (turned off where no IPv6)
         self.record_file = self.folder / "record.jsonl"
         self.log_file = self.folder / "server.log"
@@ -294,6 +393,9 @@ class Pod:
             env = {**os.environ, "HALF_DEAD_IMPL": str(self.impl), "HALF_DEAD_RECORD": str(self.record_file),
                    "PYTHONUNBUFFERED": "1", "HALF_DEAD_WORKERS": str(self.size)}
             env.pop("WORKER_FREEZE_LIMIT", None)
+            env.pop("HALF_DEAD_STRANGERS", None)
+            if self.strangers:
+                env["HALF_DEAD_STRANGERS"] = str(self.port)
             if self.freeze_limit is not None:
                 env["WORKER_FREEZE_LIMIT"] = str(self.freeze_limit)
             for name in ("LOOPKATA_RESULTS_FD", "LOOPKATA_STACKS_FD"):
@@ -344,6 +446,11 @@ class Pod:
 
     def drills(self, drill: str, event: str = "began") -> list[dict]:
         return [r for r in self.record() if r.get("drill") == drill and r["event"] == event]
+
+    def connections(self, besides: list[Pinned] = ()) -> list[dict]:
+        """The connections the workers saw during this test ("connected" records), those of `besides` left out."""
+        ours = {p.client_port for p in besides}
+        return [r for r in self.record() if r["event"] == "connected" and r["client"] not in ours]
 
     def beat_age(self, pid: int) -> float | None:
         """Seconds since worker `pid`'s event loop last stamped its beat file (None if it never did, or it cannot
@@ -432,7 +539,7 @@ class Pods:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.numbers = itertools.count(1)
-        self.idle: dict[tuple[str, float | None, bool, int], Pod] = {}
+        self.idle: dict[tuple[str, float | None, bool, int, bool], Pod] = {}
         self.every: list[Pod] = []  # leased or idle: whatever happens, none outlives the module
         self.lock = threading.Lock()  # tests on other threads lease pods too (Ahead)
         self.closed = False
@@ -447,7 +554,7 @@ class Pods:
         for pod in every:
             pod.__exit__(None, None, None)
 
-    def _take(self, key: tuple[str, float | None, bool, int], impl: Path) -> Pod:
+    def _take(self, key: tuple[str, float | None, bool, int, bool], impl: Path) -> Pod:
         with self.lock:
             if self.closed:
                 raise RuntimeError("the module's pods are closed")
@@ -465,9 +572,10 @@ class Pods:
                 self.every.remove(pod)
         pod.__exit__(None, None, None)
 
-    def prestart(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False, size: int = 2) -> None:
+    def prestart(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False, size: int = 2,
+                 strangers: bool = False) -> None:
         """Start the pod a later test will lease, unless one waits already: its boot overlaps this test."""
-        key = (str(Path(impl).resolve()), freeze_limit, dual_stack, size)
+        key = (str(Path(impl).resolve()), freeze_limit, dual_stack, size, strangers)
         with self.lock:
             if self.closed or key in self.idle:
                 return
@@ -479,9 +587,10 @@ class Pods:
         self._drop(pod)
 
     @contextlib.contextmanager
-    def lease(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False, size: int = 2):
+    def lease(self, impl: Path, freeze_limit: float | None = None, dual_stack: bool = False, size: int = 2,
+              strangers: bool = False):
         """(pod, pid -> its pinned connections) for one test; `size` workers."""
-        key = (str(Path(impl).resolve()), freeze_limit, dual_stack, size)
+        key = (str(Path(impl).resolve()), freeze_limit, dual_stack, size, strangers)
         pod = self._take(key, impl)
         try:
             for pinned in pod.pinned:

@@ -41,12 +41,16 @@ which the worker that was never frozen kept the test's own /health waiting past
 that limit (a delay no CPU count shows); three such runs are "could not judge
 here".
 """
+import gc
 import http.client
 import importlib
 import os
+import re
+import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -76,14 +80,21 @@ SERVED_WITHIN = 30.0  # seconds, at most, for a new worker to start and serve (a
 BUSY_LIMIT = 1.0  # WORKER_FREEZE_LIMIT while a worker's loop is held...
 BUSY = 0.42  # ...this long at a time, under half the limit,...
 BUSY_GAP = 0.04  # ...free this long between two holds,...
-BUSY_TIMES = 7  # ...this many times: over three limits in all. A heartbeat stamped only once per limit is due
-#                 during a hold at least once, and as 2 * (BUSY + BUSY_GAP) + 2 * BUSY_GAP = BUSY_LIMIT, each next
-#                 stamp falls due just after a hold begins: a whole limit old, and held back for most of the hold
+BUSY_TIMES = 17  # ...this many times: over seven limits in all. A heartbeat stamped only once per limit is due
+#                  during a hold at least once, and as 2 * (BUSY + BUSY_GAP) + 2 * BUSY_GAP = BUSY_LIMIT, each next
+#                  stamp falls due just after a hold begins: a whole limit old, and held back for most of the hold.
+#                  A watchdog that stamps and looks only every few limits looks during the spells at least once,
+#                  mostly twice, and each time the stamp due just before is held back unless it fell in a gap
+IDLE_CPU = 0.5  # share of one CPU a worker whose loop waits for nothing may use at most: a watchdog that spins uses all
 CLOCK_STEP = 3600.0  # seconds worker A's wall clock steps forward at each hold, as NTP steps a VM's clock once it resumes
 CLOCK_HOLDS = 3  # holds of BUSY seconds, each with its step: a watchdog on the wall clock must miss all three to pass
 HOW = "uvicorn --workers 2 on 127.0.0.1"
 DUAL_STACK = (", listening as `--host ::` does, on IPv6 for IPv4 too: the server's ends of the connections are "
               "IPv6 sockets, listed in /proc/net/tcp6 with IPv4-mapped addresses (::ffff:127.0.0.1), not in /proc/net/tcp")
+STRANGERS = ("; and for each of the drill's connections, two more connections on the host had a peer on its client "
+             "port's number (from 127.0.0.2 and 127.0.0.3 to listeners on a port below and one above the pod's), so /proc/net/tcp "
+             "has rows whose remote port is the drill's own and whose local port is not the pod's: only the row with "
+             "the pod's port as well is the drill's connection")
 LOOK_EVERY = 0.05  # seconds between two looks at the CPU waits while a drill runs
 # A "fail" in control mode is the machine's doing only if a drill that never reached worker A could have said it:
 # such a drill, the kubelet's way (the starter's), fails after FAILURE_THRESHOLD probes in a row, 3, each
@@ -166,29 +177,78 @@ TEST_THREADS = ("answers of ", "CPU waits", "the drill", "scenario:")  # the nam
 
 
 class DrillThreads:
-    """The threads a drill starts in this process, told from the test's own by their names and by when they began."""
+    """The threads a drill starts in this process, told from the test's own by their names and by when they began:
+    which still ran when the drill returned, and the errors that escaped them (seen through threading.excepthook,
+    which is then called as before: what the thread prints is unchanged)."""
 
     def __init__(self):
         self._before = set(threading.enumerate())
+        self.at_return: list[str] | None = None  # None until the drill has returned
+        self.escaped: list[str] = []
+        self.unclosed: list[str] = []  # the ResourceWarnings of sockets left for the garbage collector to close
+        self._hook = None
+        self._warnings = warnings.catch_warnings(record=True)
+
+    def __enter__(self):
+        self._hook = threading.excepthook
+        threading.excepthook = self._uncaught
+        self._seen = self._warnings.__enter__()
+        warnings.simplefilter("always", ResourceWarning)
+        return self
+
+    def __exit__(self, *_) -> None:
+        try:
+            gc.collect()  # a socket in a reference cycle is closed (and warns) only now
+        finally:
+            self._warnings.__exit__(None, None, None)
+            if threading.excepthook == self._uncaught:
+                threading.excepthook = self._hook
+        self.unclosed = [str(w.message) for w in self._seen if issubclass(w.category, ResourceWarning)]
+        for w in self._seen:  # shown as they would have been without this test's look at them
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+    def unclosed_of(self, client_ports) -> list[str]:
+        """The unclosed sockets whose local port is one of `client_ports` (the drill's connections)."""
+        ports = set(client_ports)
+        return [m for m in self.unclosed if (found := re.search(r"laddr=\('[^']*', (\d+)", m)) and int(found[1]) in ports]
+
+    def _uncaught(self, args) -> None:
+        if args.thread is not None and self._drills(args.thread):
+            self.escaped.append(f"{args.thread.name}: {args.exc_type.__name__}: {args.exc_value}")
+        self._hook(args)
 
     def _drills(self, thread) -> bool:
         return thread not in self._before and not thread.name.startswith(TEST_THREADS)
 
-    def still_running(self) -> list[str]:
-        """The drill's threads still running after hang_after() seconds of waiting for them to end (a bound only)."""
-        def running():
-            return [t.name for t in threading.enumerate() if self._drills(t) and t.is_alive()]
-        wait_until(lambda: not running(), hang_after())
-        return running()
+    def returned(self) -> None:
+        """Called on the drill's own thread the moment it returns."""
+        self.at_return = [t.name for t in threading.enumerate() if self._drills(t) and t.is_alive()]
 
 
-def drill_left_nothing_behind(threads: DrillThreads, how: str) -> None:
-    """Fail if one of the drill's threads still runs once it has spoken."""
-    left = threads.still_running()
+def drill_clients(pod) -> list[int]:
+    """The client ports of the drill's connections during this test (the workers' record), the test's own left out."""
+    return [r["client"] for r in pod.connections(besides=pod.pinned)]
+
+
+def drill_left_nothing_behind(threads: DrillThreads, how: str, client_ports=()) -> None:
+    """Fail if one of the drill's threads still ran when it returned, or ended in an error it did not catch, or one
+    of its connections (from `client_ports`) was left open for the garbage collector."""
+    assert not threads.escaped, (
+        f"expected the drill's threads to catch what breaks their connections, but {len(threads.escaped)} ended in an "
+        f"uncaught error ({threads.escaped[0]}): a thread's uncaught error is printed and lost, and the verdict no "
+        f"longer counts the connection it broke ({how})"
+    )
+    left = threads.at_return or []
     assert not left, (
-        f"expected every thread the drill started to end once it had spoken, but {len(left)} still ran "
-        f"{hang_after():g} s later ({', '.join(sorted(set(left)))}): a drill run again and again (in CI, on every "
-        f"build) must not leave threads behind, such as pollers still asking /health ({how})"
+        f"expected every thread the drill started to have ended when it returned, but {len(left)} still ran "
+        f"({', '.join(sorted(set(left)))}): a drill run again and again (in CI, on every build) must stop what it "
+        f"started, such as pollers still asking /health, before it hands back its verdict ({how})"
+    )
+    unclosed = threads.unclosed_of(client_ports)
+    assert not unclosed, (
+        f"expected the drill to close every connection it opened, but {len(unclosed)} were left for the garbage "
+        f"collector to close ({unclosed[0]}): a drill run again and again in one process holds a file descriptor "
+        f"per connection until then ({how})"
     )
 
 
@@ -225,19 +285,30 @@ def drill(kata):
     return importlib.import_module(f"{kata.__name__}.harness").check_workers
 
 
-def run_drill(kata, pod, workers, slow_path, **options):
+def run_drill(kata, pod, workers, slow_path, threads: DrillThreads | None = None, **options):
+    """The learner's check_workers(pod.port, workers, slow_path, limit=LIMIT, **options), with a deadline against a
+    hang; `threads`, if given, notes which of the drill's threads still run the moment it returns."""
+    check = drill(kata)
+
+    def check_then_look(*args, **kwargs):
+        try:
+            return check(*args, **kwargs)
+        finally:
+            if threads is not None:
+                threads.returned()
+
     what = f"check_workers(port, {workers}, {slow_path!r}, limit={LIMIT})"
-    return run_bounded(drill(kata), pod.port, workers, slow_path, limit=LIMIT, what=what,
+    return run_bounded(check_then_look, pod.port, workers, slow_path, limit=LIMIT, what=what,
                        seconds=max(hang_after(), 10.0), **options)
 
 
-def drill_on_a_thread(kata, pod, workers, slow_path) -> tuple[threading.Thread, dict]:
+def drill_on_a_thread(kata, pod, workers, slow_path, threads: DrillThreads) -> tuple[threading.Thread, dict]:
     """The drill, run on a thread of its own so that the test can act while it runs; its verdict or error lands in the dict."""
     result: dict = {}
 
     def drill_and_keep():
         try:
-            result["verdict"] = run_drill(kata, pod, workers, slow_path)
+            result["verdict"] = run_drill(kata, pod, workers, slow_path, threads)
         except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
             result["error"] = exc
 
@@ -302,9 +373,8 @@ def drill_says_fail_once(pods, kata, size: int = 2, dual_stack: bool = True):
         workers = sorted(pinned)
         release = pod.release()
         path = f"/_drill/freeze?seconds=60&release={release}"
-        with CpuWaitWhileDrilling(workers) as held, AnswerTimes(pinned) as witness:
-            threads = DrillThreads()
-            runner, result = drill_on_a_thread(kata, pod, workers, path)
+        with CpuWaitWhileDrilling(workers) as held, AnswerTimes(pinned) as witness, DrillThreads() as threads:
+            runner, result = drill_on_a_thread(kata, pod, workers, path, threads)
             try:
                 froze = wait_until(lambda: [r["pid"] for r in pod.drills("freeze")], hang_after())
                 spoke_while_frozen = bool(froze) and wait_until(lambda: not runner.is_alive(), FROZEN_FOR)
@@ -347,7 +417,7 @@ def drill_says_fail_once(pods, kata, size: int = 2, dual_stack: bool = True):
         f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
         f"{who(verdict.slow_worker, frozen, others)} ({how})"
     )
-    drill_left_nothing_behind(threads, how)
+    drill_left_nothing_behind(threads, how, drill_clients(pod))
     return frozen
 
 
@@ -368,6 +438,7 @@ def drill_says_void(pods, kata, size: int = 2, dual_stack: bool = False):
             )
             verdict = run_drill(kata, pod, workers, f"/_drill/wait?seconds={WAIT:g}",
                                 max_connections=VOID_CONNECTIONS)
+            made = len(pod.connections(besides=pod.pinned))  # every one of them reached a worker that served
         finally:
             pod.let_go(release)
     how = (f"worker A's event loop was frozen before the drill began, so it accepted none of the drill's "
@@ -377,6 +448,10 @@ def drill_says_void(pods, kata, size: int = 2, dual_stack: bool = False):
         f"expected the drill to say 'void', it said {said(verdict)}: none of its connections reached worker A, "
         f"and a verdict on a worker the drill never reached says nothing about it ({how})"
     )
+    assert made <= VOID_CONNECTIONS, (
+        f"expected the drill to give up after max_connections={VOID_CONNECTIONS} connections, but it made {made} "
+        f"(the workers' record): max_connections bounds what a drill costs a pod that is already in trouble ({how})"
+    )
 
 
 def test_the_drill_says_pass_when_the_slow_request_leaves_its_worker_free(kata, pods, ahead):
@@ -385,14 +460,13 @@ def test_the_drill_says_pass_when_the_slow_request_leaves_its_worker_free(kata, 
     on_each_worker(drill_says_pass_once, pods, kata)
 
 
-def drill_says_pass_once(pods, kata, size: int = 2, dual_stack: bool = False):
+def drill_says_pass_once(pods, kata, size: int = 2, dual_stack: bool = False, strangers: bool = False):
     path = f"/_drill/wait?seconds={WAIT:g}"
-    with pods.lease(impl_of(kata), dual_stack=dual_stack, size=size) as (pod, pinned):
+    with pods.lease(impl_of(kata), dual_stack=dual_stack, size=size, strangers=strangers) as (pod, pinned):
         workers = sorted(pinned)
-        with CpuWaitWhileDrilling(workers) as held:
+        with CpuWaitWhileDrilling(workers) as held, DrillThreads() as threads:
             # The drill runs on a thread; once its slow request is on a worker, the test freezes the others.
-            threads = DrillThreads()
-            runner, result = drill_on_a_thread(kata, pod, workers, path)
+            runner, result = drill_on_a_thread(kata, pod, workers, path, threads)
             served = wait_until(lambda: [r["pid"] for r in pod.drills("wait")], hang_after())
             siblings = [pid for pid in workers if served and pid != served[0]]
             for sibling in siblings:
@@ -407,7 +481,8 @@ def drill_says_pass_once(pods, kata, size: int = 2, dual_stack: bool = False):
                                f"limit of {LIMIT:g} s: worker A's /health was late through no fault of its loop")
     how = (f"the drill's slow request GET {path} waited on worker A with its event loop free, while the test froze "
            + ("the other worker's loop, worker B's," if size == 2 else f"the loops of the other {size - 1} workers")
-           + f" for {SIBLING_FREEZE:g} s; limit={LIMIT:g} s, {uvicorn(size)}" + (DUAL_STACK if pod.dual_stack else ""))
+           + f" for {SIBLING_FREEZE:g} s; limit={LIMIT:g} s, {uvicorn(size)}" + (DUAL_STACK if pod.dual_stack else "")
+           + (STRANGERS if strangers else ""))
     assert getattr(verdict, "outcome", None) == "pass", (
         f"expected the drill in clean mode to say 'pass', it said {said(verdict)}: the worker that served the slow "
         f"request answered /health all along; the other worker is background, not what the drill judges ({how})"
@@ -416,13 +491,19 @@ def drill_says_pass_once(pods, kata, size: int = 2, dual_stack: bool = False):
         f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
         f"{who(verdict.slow_worker, served[0], siblings)} ({how})"
     )
+    unheard = [pid for pid in siblings if not (getattr(verdict, "worst", None) or {}).get(pid, 0.0) > 0.0]
+    assert not unheard, (
+        f"expected the verdict's worst to give the longest wait for /health of every worker, the background "
+        f"included, but it gave {who(unheard[0], served[0], siblings)} {(verdict.worst or {}).get(unheard[0], 'none')}, "
+        f"while the test froze it: worst is how a reader of the verdict sees what the other workers did ({how})"
+    )
     assert ended, (
         f"expected the drill to say 'pass' only once its slow request had ended, but it spoke while GET {path} was "
         f"still running on worker A: 'pass' means no connection of worker A waited past the limit while the slow "
         f"request ran, and a drill that stops watching early (when the other worker's /health is late, say) has not "
         f"seen the rest of it ({how})"
     )
-    drill_left_nothing_behind(threads, how)
+    drill_left_nothing_behind(threads, how, drill_clients(pod))
     return served[0]
 
 
@@ -466,6 +547,119 @@ def test_the_drill_judges_the_right_worker_whatever_the_pod(kata, pods, ahead):
         pytest.skip(NO_HYPOTHESIS)
     watchdog_tests_ahead(ahead, pods, kata)
     _any_pod_property(pods, kata)
+
+
+def one_drill(pods, kata, slow_path, *, given=None, dual_stack: bool = False, strangers: bool = False, **options):
+    """One drill on a leased 2-worker pod; `given(workers)` is the list of pids the drill is handed (all by
+    default). Returns (verdict, the workers, the pod's record of this test, the drill's connections, its threads)."""
+    with pods.lease(impl_of(kata), dual_stack=dual_stack, strangers=strangers) as (pod, pinned):
+        workers = sorted(pinned)
+        with DrillThreads() as threads:
+            verdict = run_drill(kata, pod, given(workers) if given else workers, slow_path, threads, **options)
+        return verdict, workers, pod.record(), [r["client"] for r in pod.connections(besides=pod.pinned)], threads
+
+
+def served_by(record: list[dict], drill: str) -> int | None:
+    """The pid of the worker that began `drill` (the slow request), from the server's record."""
+    return next((r["pid"] for r in record if r.get("drill") == drill and r["event"] == "began"), None)
+
+
+def test_the_drill_says_fail_when_the_slow_request_answers_an_error(kata, pods, ahead):
+    """the drill says fail, never pass, when its slow request answers 500 while its worker stays free"""
+    watchdog_tests_ahead(ahead, pods, kata)
+    pods.prestart(impl_of(kata), dual_stack=True, strangers=True)  # the pod of the port-number test boots meanwhile
+    path = "/_drill/wait?seconds=0.1&status=500"
+    verdict, workers, record, clients, threads = one_drill(pods, kata, path)
+    slow = served_by(record, "wait")
+    how = (f"the slow request GET {path} waited 0.1 s on worker A, its loop free, and answered 500 "
+           f"Internal Server Error; {HOW}")
+    assert getattr(verdict, "outcome", None) == "fail", (
+        f"expected the drill to say 'fail', it said {said(verdict)}: the slow request did not succeed, so the "
+        f"build did not do what the drill was run to see, and a 'pass' would vouch for it ({how})"
+    )
+    assert verdict.slow_worker == slow, (
+        f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
+        f"{who(verdict.slow_worker, slow, [w for w in workers if w != slow])} ({how})"
+    )
+    drill_left_nothing_behind(threads, how, clients)
+
+
+def test_the_drill_says_fail_when_health_answers_an_error_while_the_slow_request_runs(kata, pods, ahead):
+    """the drill says fail when the worker serving the slow request answers /health with 500 meanwhile, its loop free"""
+    watchdog_tests_ahead(ahead, pods, kata)
+    path = "/_drill/wait?seconds=5&sick=1"
+    verdict, workers, record, clients, threads = one_drill(pods, kata, path)
+    slow = served_by(record, "wait")
+    sick = [r for r in record if r["event"] == "sick"]
+    how = (f"while the slow request GET {path} ran on worker A, its loop free, worker A answered /health with 500 "
+           f"Internal Server Error, and the slow request ended once it had done so (5 s at most); {HOW}")
+    assert sick, (
+        f"expected the drill to ask worker A for /health while its slow request ran, but worker A was asked none in "
+        f"5 s, and the drill said {said(verdict)}: a drill judges the worker by the /health it asks meanwhile ({how})"
+    )
+    assert getattr(verdict, "outcome", None) == "fail", (
+        f"expected the drill to say 'fail', it said {said(verdict)}: worker A answered /health with 500 on a "
+        f"connection it owns while it served the slow request; the kubelet counts any status of 400 or more as a "
+        f"failed probe ({how})"
+    )
+    assert verdict.slow_worker == slow, (
+        f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
+        f"{who(verdict.slow_worker, slow, [w for w in workers if w != slow])} ({how})"
+    )
+    drill_left_nothing_behind(threads, how, clients)
+
+
+def test_the_drill_says_void_when_its_list_of_workers_is_out_of_date(kata, pods, ahead):
+    """the drill says void when the workers it is given include one that has exited and leave out one that serves"""
+    watchdog_tests_ahead(ahead, pods, kata)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    exited = int(gone.stdout)  # a pid whose process has exited: as a worker replaced since the list was read
+
+    def out_of_date(workers):
+        return [workers[0], exited]
+
+    verdict, _, _, clients, threads = one_drill(pods, kata, f"/_drill/wait?seconds={WAIT:g}",
+                                                given=out_of_date, max_connections=VOID_CONNECTIONS)
+    how = (f"the drill was given [worker A, pid {exited}]: pid {exited} had exited, as a worker the watchdog ended "
+           f"since the list was read, and worker B, which serves, was left out, as the worker that replaced it; "
+           f"max_connections={VOID_CONNECTIONS}, {HOW}")
+    assert getattr(verdict, "outcome", None) == "void", (
+        f"expected the drill to say 'void', it said {said(verdict)}: no connection can reach pid {exited}, and the "
+        f"drill cannot speak for a worker it never reached ({how})"
+    )
+    assert len(clients) <= VOID_CONNECTIONS, (
+        f"expected the drill to give up after max_connections={VOID_CONNECTIONS} connections, but it made "
+        f"{len(clients)} (the workers' record) ({how})"
+    )
+    drill_left_nothing_behind(threads, how, clients)
+
+
+def test_the_drill_tells_its_connections_from_others_that_share_their_port_number(kata, pods, ahead):
+    """the drill finds each connection's worker by the pod's port and its own, even where other connections on the host have a peer on its port number"""
+    watchdog_tests_ahead(ahead, pods, kata)
+    judged(lambda p, k: drill_says_pass_once(p, k, 2, True, strangers=True), pods, kata)
+
+
+def test_the_drill_says_fail_when_the_worker_serving_the_slow_request_dies(kata, pods, ahead):
+    """the drill says fail, naming the worker, when the worker serving the slow request dies and its connections are reset"""
+    # Last of the drill's tests on this pod: the worker that dies is replaced, and the pod with it.
+    watchdog_tests_ahead(ahead, pods, kata)
+    path = "/_drill/crash"
+    verdict, workers, record, clients, threads = one_drill(pods, kata, path)
+    slow = served_by(record, "crash")
+    how = (f"the worker that served the slow request GET {path}, worker A, ended at once, and the kernel reset "
+           f"every connection it held (ConnectionResetError on the client's side); {HOW}")
+    assert slow is not None, f"expected a worker to serve GET {path}, none did; the drill said {said(verdict)} ({how})"
+    assert getattr(verdict, "outcome", None) == "fail", (
+        f"expected the drill to say 'fail', it said {said(verdict)}: the worker that served the slow request died "
+        f"with it, and every connection it owned broke ({how})"
+    )
+    assert verdict.slow_worker == slow, (
+        f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
+        f"{who(verdict.slow_worker, slow, [w for w in workers if w != slow])} ({how})"
+    )
+    drill_left_nothing_behind(threads, how, clients)
 
 
 def answers(pinned) -> bool:
@@ -520,6 +714,16 @@ def answered(pod, pinned, pid: int, name: str, limit: float, ages: dict) -> bool
     wait_until(lambda: not alive(pid), 1.0)  # its sockets close a moment before it is gone
     exit_judged(pod, pid, name, limit, ages)
     return False
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process `pid` has used so far, user and system (its /proc/PID/stat; 0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime and stime, in clock ticks
 
 
 def still(pid: int, ages: dict) -> str:
@@ -645,7 +849,7 @@ def a_busy_loop_does_not_cost_its_worker_its_life_once(pods, impl):
 
 
 def test_a_wall_clock_step_does_not_cost_a_worker_its_life(kata, pods, ahead):
-    """a worker whose wall clock steps forward by an hour keeps running: a freeze is measured on the monotonic clock"""
+    """a worker whose wall clock steps forward by an hour keeps running (a freeze is measured on the monotonic clock), and an idle worker uses next to no CPU"""
     ahead.outcome(a_wall_clock_step_is_no_freeze, pods, impl_of(kata))
 
 
@@ -664,10 +868,18 @@ def a_wall_clock_step_is_no_freeze_once(pods, impl):
         path = f"/_drill/freeze?seconds={BUSY:g}&times={CLOCK_HOLDS}&gap={BUSY_GAP:g}&step={CLOCK_STEP:g}"
         how = (f"worker A's event loop held {CLOCK_HOLDS} times for {BUSY:g} s, its time.time() stepping "
                f"{CLOCK_STEP:g} s forward as each hold began, by GET {path}, WORKER_FREEZE_LIMIT={BUSY_LIMIT:g}, {HOW}")
+        idle_since, idle_cpu = time.monotonic(), cpu_seconds(other)  # worker B waits for nothing meanwhile
         error = held_spells(pod, pinned[stepped][0], stepped, path, ages)
+        idle_for, spent = time.monotonic() - idle_since, cpu_seconds(other) - idle_cpu
         assert not error and alive(stepped), (
             "expected worker A to keep running when its wall clock stepped forward, but "
             + (f"its connection broke ({error})" if error else "it exited")
             + f"{still(stepped, ages)}: a heartbeat on time.time() sees an hour-long freeze in a clock step (NTP, "
             f"a VM resumed), while time.monotonic() never steps ({how})"
+        )
+        assert spent <= IDLE_CPU * idle_for, (
+            f"expected worker B, whose loop waited for nothing, to use little CPU, but it used {spent:.2f} s of CPU "
+            f"in {idle_for:.2f} s (/proc/{other}/stat): a watchdog whose heartbeat and look come every 0 s (a limit "
+            f"of {BUSY_LIMIT:g} s divided with //, say) spins the event loop and its own thread, and takes a CPU from "
+            f"the pod for good ({how})"
         )
