@@ -113,12 +113,12 @@ def check_workers(port: int, workers: list[int], slow_path: str, *, limit: float
                   ) -> Verdict:
     """Pin connections to every worker, send GET `slow_path`, and judge the worker that serves it.
 
-    "fail": a connection of that worker has waited longer than `limit` seconds for /health
-    (answered or not yet) or broke; "pass": none did while the slow request ran; "void":
-    after `max_connections` connections some worker still owned none, so the drill cannot
-    speak for it. A frozen worker may never answer, so the drill does not wait for it: it
-    says fail as soon as a wait passes the limit. A slow request still unanswered after
-    `timeout` seconds ends in an error, and so does the drill: fail.
+    "fail": a connection of that worker waited longer than `limit` s for /health (answered or
+    not) or broke (an error status too), or the slow request did; "pass": none did; "void":
+    some worker owned none of `max_connections` connections, or one reached a worker not given
+    (the list is out of date): the drill cannot speak for them. A frozen worker may never answer:
+    fail comes as soon as a wait passes the limit, and a slow request unanswered after `timeout`
+    seconds ends in an error, and so does the drill: fail.
     """
     pinned: list[Pinned] = []
     running = threading.Event()

@@ -220,7 +220,7 @@ def drilled_app():
                 strangers[0].match(client)
             _write_record(event="connected", client=client)
         if drill == "crash":
-            _write_record(event="began", drill=drill, seconds=0)
+            _write_record(event="began", drill=drill, seconds=0, client=client)
             _reset_every_connection_and_exit()
         if scope["type"] == "http" and scope["path"] == "/health" and sick:
             _write_record(event="sick", client=client)
@@ -232,7 +232,7 @@ def drilled_app():
             return
         query = parse_qs(scope["query_string"].decode())
         seconds = float(query.get("seconds", ["1"])[0])
-        _write_record(event="began", drill=drill, seconds=seconds)
+        _write_record(event="began", drill=drill, seconds=seconds, client=client)
         if drill == "freeze":
             times, gap = int(query.get("times", ["1"])[0]), float(query.get("gap", ["0"])[0])
             step = float(query.get("step", ["0"])[0])

@@ -635,6 +635,42 @@ def test_the_drill_says_void_when_its_list_of_workers_is_out_of_date(kata, pods,
     drill_left_nothing_behind(threads, how, clients)
 
 
+UNLISTED_RUNS = 4  # drill runs, each given one worker of two in turn: a drill that pins past a worker it was not
+#                   given and then sends its slow request to the one it was given says pass where it must say void
+
+
+def test_the_drill_says_void_when_a_connection_reaches_a_worker_it_was_not_given(kata, pods, ahead):
+    """the drill says void once one of its connections reaches a worker it was not given, and judges as usual when none does"""
+    watchdog_tests_ahead(ahead, pods, kata)
+    path = "/_drill/wait?seconds=0.1"
+    for run in range(UNLISTED_RUNS):
+        # Given one worker of two, in turn: whichever worker the kernel favours, some runs reach the other first.
+        verdict, workers, record, clients, threads = one_drill(pods, kata, path, given=lambda w, run=run: [w[run % 2]],
+                                                               max_connections=VOID_CONNECTIONS)
+        listed = workers[run % 2]
+        slow = {r["client"] for r in record if r.get("drill") == "wait" and r["event"] == "began"}
+        reached = {r["client"]: r["pid"] for r in record if r["event"] == "connected" and r["client"] in clients}
+        unlisted = sorted({pid for pid in reached.values() if pid != listed})
+        pinned_there = [c for c, pid in reached.items() if pid != listed and c not in slow]
+        how = ("the drill was given [worker A] only, of a pod of two, as a list read before the pod changed; "
+               + (f"{len(pinned_there)} of the connections it pinned reached worker B (pid {unlisted[0]})" if pinned_there
+                  else f"its slow request's connection reached worker B (pid {unlisted[0]})" if unlisted
+                  else "its connections reached worker A alone")
+               + f" (the workers' record); slow request GET {path}, max_connections={VOID_CONNECTIONS}, {HOW}")
+        if unlisted:
+            assert getattr(verdict, "outcome", None) == "void", (
+                f"expected the drill to say 'void', it said {said(verdict)}: one of its connections reached a worker "
+                f"it was not given, so its list does not describe the pod (a worker replaced or added since it was "
+                f"read), and it cannot speak for the pod ({how})"
+            )
+        else:
+            assert getattr(verdict, "outcome", None) == "pass", (
+                f"expected the drill to say 'pass', it said {said(verdict)}: every connection it made reached worker "
+                f"A, the worker it was given, whose loop stayed free ({how})"
+            )
+        drill_left_nothing_behind(threads, how, clients)
+
+
 def test_the_drill_tells_its_connections_from_others_that_share_their_port_number(kata, pods, ahead):
     """the drill finds each connection's worker by the pod's port and its own, even where other connections on the host have a peer on its port number"""
     watchdog_tests_ahead(ahead, pods, kata)
