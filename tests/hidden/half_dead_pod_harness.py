@@ -19,10 +19,12 @@ the drill's routes in front of it:
   `&status=N` it then answers status N; with `&sick=1` the worker answers
   /health with 500 while it waits, and the wait ends (S is then a deadline)
   once one /health has been answered so;
-- `GET /_drill/crash` ends the worker at once, its connections reset (SO_LINGER
-  0, as the kernel resets a connection whose data was never read): every
-  connection it holds, the one of this request too, breaks in a
-  ConnectionResetError on the client's side.
+- `GET /_drill/crash` ends the worker, its connections reset (SO_LINGER 0, as
+  the kernel resets a connection whose data was never read): every connection
+  it holds, the one of this request too, breaks in a ConnectionResetError on
+  the client's side. It first holds the loop until another of its connections
+  has a request waiting (CRASH_ASKED_WITHIN at most), as a worker that dies
+  busy has requests in flight.
 
 A worker records each connection it sees ("connected", with the client's
 port), so that the tests can count the drill's connections. With
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import http.client
 import importlib
 import importlib.util
@@ -68,6 +71,7 @@ import socket
 import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -78,6 +82,7 @@ from loopkata.services.processes import die_with_parent
 PACKAGE = "half_dead_service"  # the name the package under test gets in each worker
 STARTED_WITHIN = 20.0  # seconds for both workers to serve (a deadline against a hang only)
 BEAT_EVERY = 0.05  # seconds between two stamps of a worker's loop in its beat file
+CRASH_ASKED_WITHIN = 0.2  # seconds, at most, /_drill/crash waits for a request on another connection before it dies
 
 
 # --- the server's side: runs in each uvicorn worker ---------------------------------------------
@@ -143,8 +148,9 @@ def _step_the_wall_clock(seconds: float) -> None:
     time.time = stepped
 
 
-def _reset_every_connection_and_exit() -> None:
-    """End this worker now; the kernel resets its TCP connections (SO_LINGER 0) instead of closing them."""
+def _connections() -> list[socket.socket]:
+    """A copy (a new descriptor) of each TCP connection this worker holds; the listening socket left out."""
+    found = []
     for fd in os.listdir("/proc/self/fd"):
         with contextlib.suppress(OSError, ValueError):
             if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:["):
@@ -152,11 +158,32 @@ def _reset_every_connection_and_exit() -> None:
             sock = socket.socket(fileno=os.dup(int(fd)))
             try:
                 if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
-                    sock.getpeername()  # connected ones only: not the listening socket
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            finally:
-                sock.close()
-    _write_record(event="crashed")
+                    sock.getpeername()  # connected ones only
+                    found.append(sock)
+                    continue
+            except OSError:
+                pass
+            sock.close()
+    return found
+
+
+def _unread(sock: socket.socket) -> int:
+    """How many bytes a client has sent on `sock` that this worker has not read yet."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def _reset_every_connection_and_exit(own_port: int | None, asked_within: float) -> None:
+    """End this worker, its TCP connections reset (SO_LINGER 0) instead of closed; first, its loop held until
+    another of its connections has a request waiting (at most `asked_within` s), so that a request is in flight
+    when it dies, as with a worker that dies busy."""
+    connections = _connections()
+    others = [s for s in connections if s.getpeername()[1] != own_port]
+    until = time.monotonic() + asked_within
+    while others and time.monotonic() < until and not any(_unread(s) for s in others):
+        time.sleep(0.002)  # blocking, on the loop: the requests wait in the kernel, unread
+    for sock in connections:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    _write_record(event="crashed", asked=[s.getpeername()[1] for s in others if _unread(s)])
     os._exit(1)
 
 
@@ -221,7 +248,7 @@ def drilled_app():
             _write_record(event="connected", client=client)
         if drill == "crash":
             _write_record(event="began", drill=drill, seconds=0, client=client)
-            _reset_every_connection_and_exit()
+            _reset_every_connection_and_exit(client, CRASH_ASKED_WITHIN)
         if scope["type"] == "http" and scope["path"] == "/health" and sick:
             _write_record(event="sick", client=client)
             await _answer(send, 500, {"status": "sick"})

@@ -684,8 +684,9 @@ def test_the_drill_says_fail_when_the_worker_serving_the_slow_request_dies(kata,
     path = "/_drill/crash"
     verdict, workers, record, clients, threads = one_drill(pods, kata, path)
     slow = served_by(record, "crash")
-    how = (f"the worker that served the slow request GET {path}, worker A, ended at once, and the kernel reset "
-           f"every connection it held (ConnectionResetError on the client's side); {HOW}")
+    how = (f"the worker that served the slow request GET {path}, worker A, held its loop until another of its "
+           f"connections had a request waiting (0.2 s at most), then ended, and the kernel reset every connection it "
+           f"held (ConnectionResetError on the client's side); {HOW}")
     assert slow is not None, f"expected a worker to serve GET {path}, none did; the drill said {said(verdict)} ({how})"
     assert getattr(verdict, "outcome", None) == "fail", (
         f"expected the drill to say 'fail', it said {said(verdict)}: the worker that served the slow request died "
