@@ -59,7 +59,7 @@ class Pinned:
 
     def __init__(self, port: int, workers: list[int], timeout: float):
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        self.waits: list[float] = []
+        self.waits: list[float] = [0.0]  # the waits for /health, none yet: the longest is 0 until one is timed
         self.asked_at: float | None = None  # when the /health in flight was sent; None between polls
         self.broken = ""
         self.get("/health")  # answered, so accepted: the server's end now belongs to a worker
