@@ -192,23 +192,22 @@ class Strangers:
     /proc/net/tcp whose remote port is the drill's own, with a local port that is not the pod's."""
 
     def __init__(self, pod_port: int):
-        self.listeners: list[socket.socket] = []
+        self.listeners = [self._listen(range(pod_port - 1, 1023, -1)), self._listen(range(pod_port + 1, 65536))]
+        self.listeners = [listener for listener in self.listeners if listener is not None]
         self.connections: list[socket.socket] = []
-        below = above = None
-        for _ in range(64):  # the kernel's choice of port: keep one below the pod's and one above
+
+    @staticmethod
+    def _listen(ports) -> socket.socket | None:
+        """A listener on 127.0.0.1 on the first port of `ports` that is free (below the pod's, or above it)."""
+        for port in ports:
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.bind(("127.0.0.1", 0))
-            listener.listen(64)
-            port = listener.getsockname()[1]
-            if port < pod_port and below is None:
-                below = listener
-            elif port > pod_port and above is None:
-                above = listener
-            else:
+            try:
+                listener.bind(("127.0.0.1", port))
+                listener.listen(64)
+                return listener
+            except OSError:
                 listener.close()
-            if below and above:
-                break
-        self.listeners = [s for s in (below, above) if s]
+        return None
 
     def match(self, client_port: int) -> None:
         """Connect from 127.0.0.2:`client_port` and 127.0.0.3:`client_port` to the listeners; never accepted, never
