@@ -33,7 +33,11 @@ request, makes two more connections on the host whose client's port number is
 that connection's client's port (from 127.0.0.2 and 127.0.0.3, to listeners of
 its own on a port below and a port above the pod's): rows of /proc/net/tcp whose remote
 port is the drill's own, as any connection to a peer on that port number
-makes on a busy host.
+makes on a busy host; and, in one worker, connections to the pod's port number
+on [::1] (another service on another address) from client ports below and
+above the range the kernel picks a client's port from: rows of
+/proc/net/tcp6 whose local port is the pod's and whose remote port is not the
+drill's.
 
 Every worker writes what it does to the record file $HALF_DEAD_RECORD, one
 JSON line each ("started", then "began" and "ended" around every drill, with
@@ -82,6 +86,7 @@ from loopkata.services.processes import die_with_parent
 PACKAGE = "half_dead_service"  # the name the package under test gets in each worker
 STARTED_WITHIN = 20.0  # seconds for both workers to serve (a deadline against a hang only)
 BEAT_EVERY = 0.05  # seconds between two stamps of a worker's loop in its beat file
+SAME_PORT_PEERS = 8  # connections on [::1] to the pod's port number, from client ports below and above the drill's
 CRASH_ASKED_WITHIN = 0.2  # seconds, at most, /_drill/crash waits for a request on another connection before it dies
 
 
@@ -195,6 +200,29 @@ class Strangers:
         self.listeners = [self._listen(range(pod_port - 1, 1023, -1)), self._listen(range(pod_port + 1, 65536))]
         self.listeners = [listener for listener in self.listeners if listener is not None]
         self.connections: list[socket.socket] = []
+        self._same_port_elsewhere(pod_port)
+
+    def _same_port_elsewhere(self, pod_port: int) -> None:
+        """Connections to the pod's port number on another address, [::1] (another service's), from client ports
+        outside the range the kernel picks a client's port from: below it and above it. Their rows of
+        /proc/net/tcp6 have the pod's local port and a remote port lower or higher than any of the drill's."""
+        listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        try:
+            listener.bind(("::1", pod_port))  # one worker of the pod gets it; the others find it taken
+            listener.listen(64)
+        except OSError:
+            listener.close()
+            return
+        self.listeners.append(listener)
+        for port in [*range(20000, 20000 + SAME_PORT_PEERS), *range(62000, 62000 + SAME_PORT_PEERS)]:
+            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            try:
+                sock.bind(("::1", port))
+                sock.connect(("::1", pod_port))
+            except OSError:
+                sock.close()
+                continue
+            self.connections.append(sock)
 
     @staticmethod
     def _listen(ports) -> socket.socket | None:
@@ -210,9 +238,9 @@ class Strangers:
         return None
 
     def match(self, client_port: int) -> None:
-        """Connect from 127.0.0.2:`client_port` and 127.0.0.3:`client_port` to the listeners; never accepted, never
-        closed until the worker ends."""
-        for source, listener in zip(("127.0.0.2", "127.0.0.3"), self.listeners):
+        """Connect from 127.0.0.2:`client_port` and 127.0.0.3:`client_port` to the listeners below and above the pod's
+        port; never accepted, never closed until the worker ends."""
+        for source, listener in zip(("127.0.0.2", "127.0.0.3"), self.listeners[:2]):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
                 sock.bind((source, client_port))
