@@ -214,15 +214,20 @@ class Strangers:
             listener.close()
             return
         self.listeners.append(listener)
-        for port in [*range(20000, 20000 + SAME_PORT_PEERS), *range(62000, 62000 + SAME_PORT_PEERS)]:
-            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-            try:
-                sock.bind(("::1", port))
-                sock.connect(("::1", pod_port))
-            except OSError:
-                sock.close()
-                continue
-            self.connections.append(sock)
+        for ports in (range(20000, 32768), range(61000, 65536)):  # below and above the kernel's range for clients
+            made = 0
+            for port in ports:  # the first free ones: another pod on this machine may hold some
+                sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+                try:
+                    sock.bind(("::1", port))
+                    sock.connect(("::1", pod_port))
+                except OSError:
+                    sock.close()
+                    continue
+                self.connections.append(sock)
+                made += 1
+                if made == SAME_PORT_PEERS:
+                    break
 
     @staticmethod
     def _listen(ports) -> socket.socket | None:
