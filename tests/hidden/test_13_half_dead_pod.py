@@ -566,6 +566,14 @@ def served_by(record: list[dict], drill: str) -> int | None:
     return next((r["pid"] for r in record if r.get("drill") == drill and r["event"] == "began"), None)
 
 
+def named_the_slow_worker(verdict, slow: int, workers: list[int], how: str) -> None:
+    """Fail unless the verdict names worker `slow`, the one that served the slow request (the server's record)."""
+    assert verdict.slow_worker == slow, (
+        f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
+        f"{who(verdict.slow_worker, slow, [w for w in workers if w != slow])} ({how})"
+    )
+
+
 def test_the_drill_says_fail_when_the_slow_request_answers_an_error(kata, pods, ahead):
     """the drill says fail, never pass, when its slow request answers 500 while its worker stays free"""
     watchdog_tests_ahead(ahead, pods, kata)
@@ -582,10 +590,7 @@ def test_the_drill_says_fail_when_the_slow_request_answers_an_error(kata, pods, 
     assert "500" in verdict.reason.replace(path, ""), (
         f"expected the verdict's reason to say what broke, the status 500, but it said {verdict.reason!r} ({how})"
     )
-    assert verdict.slow_worker == slow, (
-        f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
-        f"{who(verdict.slow_worker, slow, [w for w in workers if w != slow])} ({how})"
-    )
+    named_the_slow_worker(verdict, slow, workers, how)
     drill_left_nothing_behind(threads, how, clients)
 
 
@@ -628,10 +633,7 @@ def test_the_drill_says_fail_when_health_answers_an_error_while_the_slow_request
         assert "500" in verdict.reason, (
             f"expected the verdict's reason to say what broke, the status 500, but it said {verdict.reason!r} ({how})"
         )
-        assert verdict.slow_worker == slow, (
-            f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
-            f"{who(verdict.slow_worker, slow, [w for w in workers if w != slow])} ({how})"
-        )
+        named_the_slow_worker(verdict, slow, workers, how)
         drill_left_nothing_behind(threads, how, clients)
         if last:
             return
@@ -725,10 +727,7 @@ def test_the_drill_says_fail_when_the_worker_serving_the_slow_request_dies(kata,
             f"expected the drill to say 'fail', it said {said(verdict)}: the worker that served the slow request died "
             f"with it, and every connection it owned broke ({how})"
         )
-        assert verdict.slow_worker == slow, (
-            f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
-            f"{who(verdict.slow_worker, slow, [w for w in workers if w != slow])} ({how})"
-        )
+        named_the_slow_worker(verdict, slow, workers, how)
         drill_left_nothing_behind(threads, how, clients)
         if asked:
             return
