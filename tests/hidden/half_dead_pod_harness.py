@@ -14,7 +14,10 @@ the drill's routes in front of it:
   with `&times=N&gap=G`, N times, the loop free for G seconds between two holds;
   with `&step=S`, the worker's wall clock (`time.time()`) steps S seconds
   forward as each hold begins, as NTP or a resumed VM steps a host's clock
-  (the monotonic clock goes on as before);
+  (the monotonic clock goes on as before); with `&in=c`, the hold is a wait
+  inside C with Python's lock let go (a mutex taken twice through ctypes), as a
+  C extension's blocking call holds a loop: no Python signal handler runs on
+  the loop's thread until it ends;
 - `GET /_drill/wait?seconds=S` waits S seconds without holding it; with
   `&status=N` it then answers status N; with `&sick=1` the worker answers
   /health with 500 while it waits, and the wait ends (S is then a deadline)
@@ -63,6 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import fcntl
 import http.client
 import importlib
@@ -124,6 +128,24 @@ def _hold_the_loop(seconds: float, release: str) -> None:
     flag = Path(os.environ["HALF_DEAD_RECORD"]).with_name(Path(release).name) if release else None
     while (left := until - time.monotonic()) > 0 and not (flag and flag.exists()):
         time.sleep(min(left, 0.01) if flag else left)  # blocking, on the loop: the point
+
+
+def _hold_the_loop_in_c(seconds: float, release: str) -> None:
+    """Block this worker's event loop inside C, with Python's lock let go, as a C extension's blocking call does: a
+    mutex taken twice (ctypes lets go of Python's lock around the call), which a thread of the worker unlocks once
+    `seconds` have passed or the file `release` exists. A wait on a mutex is not cut short by a signal: no Python
+    signal handler runs on the loop's thread until the hold ends; another thread, or the kernel, can still act."""
+    libc = ctypes.CDLL(None)
+    mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER, a plain mutex (glibc's is 40 bytes)
+    libc.pthread_mutex_lock(mutex)
+
+    def let_go() -> None:
+        _hold_the_loop(seconds, release)  # on this thread, not the loop's
+        libc.pthread_mutex_unlock(mutex)  # a plain mutex: any thread may unlock it
+
+    threading.Thread(target=let_go, name="let the hold in C go", daemon=True).start()
+    libc.pthread_mutex_lock(mutex)  # the hold: taken already, so this waits in C
+    libc.pthread_mutex_unlock(mutex)
 
 
 def _beat_file(record: Path, pid: int) -> Path:
@@ -300,7 +322,8 @@ def drilled_app():
                     await asyncio.sleep(gap)  # the loop turns: whatever was due while it was held runs now
                 if step:
                     _step_the_wall_clock(step)  # while the loop is held: no beat can follow the step before a look
-                _hold_the_loop(seconds, query.get("release", [""])[0])
+                hold = _hold_the_loop_in_c if query.get("in") == ["c"] else _hold_the_loop
+                hold(seconds, query.get("release", [""])[0])
         elif query.get("sick"):
             sick.append(asyncio.Event())
             try:

@@ -261,6 +261,21 @@ def linux_only():
                                  "Linux has it: run it on Linux (Binder, a Linux container or WSL 2).")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def nothing_but_proc(tmp_path_factory):
+    """The drills run with a PATH that holds no program: a slim image has no ss, lsof or netstat, and the mapping of
+    connections to workers needs nothing but /proc. The pods start from sys.executable and need no PATH either."""
+    before = os.environ.get("PATH")
+    os.environ["PATH"] = str(tmp_path_factory.mktemp("no-programs"))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = before
+
+
 @pytest.fixture(scope="module")
 def pods(tmp_path_factory):
     with Pods(tmp_path_factory.mktemp("pods")) as shared:
@@ -295,6 +310,14 @@ def run_drill(kata, pod, workers, slow_path, threads: DrillThreads | None = None
     def check_then_look(*args, **kwargs):
         try:
             return check(*args, **kwargs)
+        except FileNotFoundError as exc:
+            if exc.filename and not str(exc.filename).startswith("/proc/"):
+                raise AssertionError(
+                    f"expected the drill to need nothing but /proc, but it ran a program this test's PATH does not "
+                    f"hold ({exc}): a slim container image, where the drill runs in production, has no ss, lsof or "
+                    f"netstat, and /proc/net/tcp, tcp6 and /proc/PID/fd say which worker owns a connection"
+                ) from None
+            raise
         finally:
             if threads is not None:
                 threads.returned()
@@ -348,16 +371,30 @@ def uvicorn(size: int) -> str:
 EACH_WORKER_WITHIN = 6  # drill runs, at most, for the slow request to have landed on each of the two workers
 
 
-def on_each_worker(scenario, pods, kata) -> None:
-    """Run `scenario` (which returns the pid of the worker that served the slow request) again until the slow request
-    has landed on each worker once, at most EACH_WORKER_WITHIN times: which worker accepts the slow request is the
-    kernel's choice, and a drill must be right whichever it is (judging every connection the worker owns, not the first
-    or the last one pinned; and the other worker's, whether its pid is higher or lower, never)."""
+def on_each_worker(scenario, pods, kata, *, until_spread: bool = False) -> None:
+    """Run `scenario` (which returns the pid of the worker that served the slow request, and whether the drill's
+    first connections reached each worker once) again until the slow request has landed on each worker once, at most
+    EACH_WORKER_WITHIN times: which worker accepts the slow request is the kernel's choice, and a drill must be right
+    whichever it is (judging every connection the worker owns, not the first or the last one pinned; and the other
+    worker's, whether its pid is higher or lower, never). With `until_spread`, also until one run's first connections
+    went one to each worker (the kernel's choice too): then a drill that lets the slow request's own connection cover
+    its worker has no other connection of that worker's to judge."""
     served: set = set()
+    spread = not until_spread
     for _ in range(EACH_WORKER_WITHIN):
-        served.add(judged(scenario, pods, kata))
-        if len(served) > 1:
+        pid, reached_each_once = judged(scenario, pods, kata)
+        served.add(pid)
+        spread = spread or reached_each_once
+        if len(served) > 1 and spread:
             return
+
+
+def first_connections(pod, workers: list[int]) -> tuple[bool, list[int]]:
+    """Whether the drill's first connections (the workers' record, in the order they were seen) went one to each
+    worker; and the client ports of the drill's connections, in that order."""
+    seen = sorted(pod.connections(besides=pod.pinned), key=lambda r: r["at"])
+    owners = [r["pid"] for r in seen[:len(workers)]]
+    return len(set(owners)) == len(workers), [r["client"] for r in seen]
 
 
 def test_the_drill_says_fail_when_the_slow_request_freezes_its_worker(kata, pods, ahead):
@@ -365,7 +402,7 @@ def test_the_drill_says_fail_when_the_slow_request_freezes_its_worker(kata, pods
     watchdog_tests_ahead(ahead, pods, kata)
     if st is not None:  # the property's explicit example's pod boots while the 2-worker tests run
         pods.prestart(impl_of(kata), dual_stack=True, size=EXPLICIT_SIZE)
-    on_each_worker(drill_says_fail_once, pods, kata)
+    on_each_worker(drill_says_fail_once, pods, kata, until_spread=True)
 
 
 def drill_says_fail_once(pods, kata, size: int = 2, dual_stack: bool = True):
@@ -387,6 +424,10 @@ def drill_says_fail_once(pods, kata, size: int = 2, dual_stack: bool = True):
             verdict = verdict_of(runner, result)
             witness.stop()
         waited = held.seconds
+        spread, clients = first_connections(pod, workers)
+        slow_clients = {r["client"] for r in pod.drills("freeze")}
+        polled = [r for r in pod.connections(besides=pod.pinned)
+                  if froze and r["pid"] == froze[0] and r["client"] not in slow_clients]
     assert froze, (f"expected the drill to send GET {path}, but no worker served it, and the drill said {said(verdict)} "
                    f"({uvicorn(size)}{DUAL_STACK if pod.dual_stack else ''})")
     frozen, others = froze[0], [pid for pid in workers if pid != froze[0]]
@@ -403,7 +444,10 @@ def drill_says_fail_once(pods, kata, size: int = 2, dual_stack: bool = True):
            f"(the server's record), while {'worker B' if size == 2 else f'the other {size - 1} workers'} stayed free; "
            f"the test let worker A go "
            + ("once the drill had spoken" if spoke_while_frozen else f"{FROZEN_FOR:g} s later, the drill still silent")
-           + f"; limit={LIMIT:g} s, {uvicorn(size)}" + (DUAL_STACK if pod.dual_stack else ""))
+           + f"; limit={LIMIT:g} s, {uvicorn(size)}" + (DUAL_STACK if pod.dual_stack else "")
+           + ("" if polled else "; the drill's only connection to worker A was the slow request's own (the workers' "
+                                "record), so no connection of worker A's was left to ask /health on: a drill that "
+                                "judged it on none has seen nothing of it"))
     assert getattr(verdict, "outcome", None) == "fail", (
         f"expected the drill in control mode to say 'fail', it said {said(verdict)}: the worker that served the slow "
         f"request could not answer /health on any connection it owned, so a drill that says anything else cannot see "
@@ -419,8 +463,8 @@ def drill_says_fail_once(pods, kata, size: int = 2, dual_stack: bool = True):
         f"expected the verdict to name worker A (by its pid) as the one that served the slow request, it named "
         f"{who(verdict.slow_worker, frozen, others)} ({how})"
     )
-    drill_left_nothing_behind(threads, how, drill_clients(pod))
-    return frozen
+    drill_left_nothing_behind(threads, how, clients)
+    return frozen, spread
 
 
 def test_the_drill_says_void_when_a_worker_cannot_be_reached(kata, pods, ahead):
@@ -509,7 +553,7 @@ def drill_says_pass_once(pods, kata, size: int = 2, dual_stack: bool = False, st
         f"seen the rest of it ({how})"
     )
     drill_left_nothing_behind(threads, how, drill_clients(pod))
-    return served[0]
+    return served[0], True  # which first connections went where does not matter here
 
 
 # Pods as deployments make them, against the server's own record of which worker served the slow request: any
@@ -841,12 +885,13 @@ def a_frozen_worker_is_replaced_once(pods, impl):
                 ages[healthy] = pod.beat_age(healthy)
             return healthy not in ages
 
-        pinned[frozen][0].send("/_drill/freeze?seconds=60")
+        pinned[frozen][0].send("/_drill/freeze?seconds=60&in=c")
         assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
             f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
         )
-        how = (f"worker A's event loop frozen by GET /_drill/freeze?seconds=60, WORKER_FREEZE_LIMIT="
-               f"{FREEZE_LIMIT:g}, {HOW}")
+        how = (f"worker A's event loop frozen by GET /_drill/freeze?seconds=60&in=c, a wait inside C with Python's "
+               f"lock let go, as a C extension's blocking call freezes a loop (a mutex taken twice); "
+               f"WORKER_FREEZE_LIMIT={FREEZE_LIMIT:g}, {HOW}")
         wait_until(lambda: not healthy_seen() or not alive(frozen) or pod.died(), GONE_WITHIN, every=0.02)
         gone = not alive(frozen)
         assert not pod.died(), f"expected the pod to keep serving, but {pod.died()} ({how})"
@@ -856,7 +901,8 @@ def a_frozen_worker_is_replaced_once(pods, impl):
             f"uvicorn's supervisor replaces it, but it was still running {GONE_WITHIN:g} s later: the supervisor "
             f"pings each worker and a thread of the worker answers, frozen loop or not, so nothing but the worker "
             f"itself can notice, and it must end its own process: whatever waits for the frozen loop (a task on it, "
-            f"a graceful shutdown, loop.stop()) never happens ({how})"
+            f"a graceful shutdown, loop.stop(), a Python signal handler, which runs on the loop's thread between two "
+            f"of its bytecodes) never happens ({how})"
         )
 
         def new_worker_served():
