@@ -54,7 +54,15 @@ import warnings
 from pathlib import Path
 
 import pytest
-from half_dead_pod_harness import Ahead, Pods, alive, wait_until
+from half_dead_pod_harness import (
+    STARVING_HOGS,
+    Ahead,
+    Pods,
+    Starved,
+    alive,
+    cpu_wait_of_thread,
+    wait_until,
+)
 
 from loopkata.services import ServiceUnavailable
 from loopkata.testing import (
@@ -85,6 +93,9 @@ BUSY_TIMES = 17  # ...this many times: over seven limits in all. A heartbeat sta
 #                  stamp falls due just after a hold begins: a whole limit old, and held back for most of the hold.
 #                  A watchdog that stamps and looks only every few limits looks during the spells at least once,
 #                  mostly twice, and each time the stamp due just before is held back unless it fell in a gap
+STARVE_LIMIT = 0.2  # WORKER_FREEZE_LIMIT while a worker's loop is kept waiting for a CPU...
+STARVED_FOR = 0.4  # ...until its loop has not turned for this long, twice its limit (its beat file: a state)...
+STARVE_WITHIN = 10.0  # ...which it reaches in about a second, this at most (a deadline: then the run is not judged)
 IDLE_CPU = 0.5  # share of one CPU a worker whose loop waits for nothing may use at most: a watchdog that spins uses all
 CLOCK_STEP = 3600.0  # seconds worker A's wall clock steps forward at each hold, as NTP steps a VM's clock once it resumes
 CLOCK_HOLDS = 3  # holds of BUSY seconds, each with its step: a watchdog on the wall clock must miss all three to pass
@@ -292,6 +303,7 @@ def watchdog_tests_ahead(ahead, pods, kata) -> None:
     ahead.begin(a_frozen_worker_is_replaced, pods, impl_of(kata))
     ahead.begin(a_busy_loop_does_not_cost_its_worker_its_life, pods, impl_of(kata))
     ahead.begin(a_wall_clock_step_is_no_freeze, pods, impl_of(kata))
+    pods.prestart(impl_of(kata), STARVE_LIMIT)  # its test runs last, alone: it takes a CPU from the others for a second
 
 
 def impl_of(kata) -> Path:
@@ -797,7 +809,7 @@ def answers(pinned) -> bool:
 
 
 def test_a_frozen_worker_is_replaced(kata, pods, ahead):
-    """a worker whose event loop stays frozen past WORKER_FREEZE_LIMIT exits, a new worker serves, and the other keeps running"""
+    """a worker whose event loop stays frozen past WORKER_FREEZE_LIMIT (waiting inside C, or running Python code) exits, a new worker serves, and the other keeps running"""
     ahead.outcome(a_frozen_worker_is_replaced, pods, impl_of(kata))
 
 
@@ -869,13 +881,25 @@ def healthy_kept_running(pod, healthy: int, ages: dict, how: str) -> None:
     )
 
 
+FREEZES = {  # how the test freezes worker A's loop: GET /_drill/freeze's `in`, and the freeze in words
+    "c": "a wait inside C with Python's lock let go, as a C extension's blocking call freezes a loop (a mutex taken "
+         "twice): the loop's thread sleeps, and runs no Python signal handler until the call returns",
+    "cpu": "Python code running on the loop's thread, as a handler that computes for too long freezes a loop: "
+           "the thread is on a CPU all the while, never asleep",
+}
+
+
 def a_frozen_worker_is_replaced(pods, impl):
-    """What test_a_frozen_worker_is_replaced checks, on a pod of its own; raises what it finds wrong."""
-    return judged(a_frozen_worker_is_replaced_once, pods, impl)
+    """What test_a_frozen_worker_is_replaced checks, on a pod of its own, for each kind of freeze; raises what it
+    finds wrong."""
+    for freeze in FREEZES:
+        judged(lambda p, i, freeze=freeze: a_frozen_worker_is_replaced_once(p, i, freeze), pods, impl)
 
 
-def a_frozen_worker_is_replaced_once(pods, impl):
+def a_frozen_worker_is_replaced_once(pods, impl, freeze: str = "c"):
     with pods.lease(impl, FREEZE_LIMIT) as (pod, pinned):
+        if freeze != list(FREEZES)[-1]:
+            pods.prestart(impl, FREEZE_LIMIT)  # the next freeze's pod boots while this one's worker is replaced
         frozen, healthy = sorted(pinned)
         ages: dict = {}
 
@@ -885,12 +909,12 @@ def a_frozen_worker_is_replaced_once(pods, impl):
                 ages[healthy] = pod.beat_age(healthy)
             return healthy not in ages
 
-        pinned[frozen][0].send("/_drill/freeze?seconds=60&in=c")
+        path = f"/_drill/freeze?seconds=60&in={freeze}"
+        pinned[frozen][0].send(path)
         assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
             f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
         )
-        how = (f"worker A's event loop frozen by GET /_drill/freeze?seconds=60&in=c, a wait inside C with Python's "
-               f"lock let go, as a C extension's blocking call freezes a loop (a mutex taken twice); "
+        how = (f"worker A's event loop frozen by GET {path}, {FREEZES[freeze]}; "
                f"WORKER_FREEZE_LIMIT={FREEZE_LIMIT:g}, {HOW}")
         wait_until(lambda: not healthy_seen() or not alive(frozen) or pod.died(), GONE_WITHIN, every=0.02)
         gone = not alive(frozen)
@@ -1010,4 +1034,52 @@ def a_wall_clock_step_is_no_freeze_once(pods, impl):
             f"in {idle_for:.2f} s (/proc/{other}/stat): a watchdog whose heartbeat and look come every 0 s (a limit "
             f"of {BUSY_LIMIT:g} s divided with //, say) spins the event loop and its own thread, and takes a CPU from "
             f"the pod for good ({how})"
+        )
+
+
+def test_a_worker_whose_loop_waits_for_a_cpu_keeps_running(kata, pods, ahead):
+    """a worker whose event loop only waits for a CPU (a busy node, a CPU limit's throttling) longer than WORKER_FREEZE_LIMIT is not frozen: it keeps running and serving"""
+    a_loop_waiting_for_a_cpu_is_not_frozen(pods, impl_of(kata))
+
+
+def a_loop_waiting_for_a_cpu_is_not_frozen(pods, impl):
+    """What test_a_worker_whose_loop_waits_for_a_cpu_keeps_running checks, on a pod of its own."""
+    return judged(a_loop_waiting_for_a_cpu_is_not_frozen_once, pods, impl)
+
+
+def a_loop_waiting_for_a_cpu_is_not_frozen_once(pods, impl):
+    with pods.lease(impl, STARVE_LIMIT) as (pod, pinned):
+        starved, other = sorted(pinned)
+        ages: dict = {}
+        thread = wait_until(lambda: pod.loop_thread(starved), hang_after())
+        waited_before = cpu_wait_of_thread(starved, thread) if thread else None
+        if waited_before is None:
+            raise ServiceUnavailable("This test keeps a worker's event loop waiting for a CPU, and needs the kernel's "
+                                     "count of each thread's wait for one (/proc/PID/task/TID/schedstat), which this "
+                                     "machine's kernel does not keep.")
+        with Starved(pod, pinned[starved][0], starved, thread):
+            wait_until(lambda: not alive(starved) or (pod.beat_age(starved) or 0.0) >= STARVED_FOR, STARVE_WITHIN,
+                       every=0.02)
+            still_for = pod.beat_age(starved) or 0.0  # how long its loop had not turned, seen now or at its exit
+            waited = (cpu_wait_of_thread(starved, thread) or waited_before) - waited_before
+        heard = answered(pod, pinned[starved][0], starved, "worker A", float("inf"), ages)  # the CPU free again
+        gone = not alive(starved)
+        how = (f"the test kept the thread of worker A's event loop waiting for a CPU: kept to one CPU at the kernel's "
+               f"lowest weight (SCHED_IDLE) beside {STARVING_HOGS} processes of worker A's running there without a pause, so the loop ran "
+               f"whenever the kernel gave it a turn, and was never frozen; its loop had not turned for "
+               f"{still_for:.2f} s, its thread had waited {waited:.2f} s for a CPU (/proc/{starved}/task/{thread}/"
+               f"schedstat); WORKER_FREEZE_LIMIT={STARVE_LIMIT:g}, {HOW}")
+        assert not gone, (
+            f"expected worker A, whose loop only waited for a CPU, to keep running, but it exited ({how}): a loop "
+            f"whose thread waits for a CPU is not frozen, and on a busy node, or under a CPU limit's throttling, "
+            f"ending its worker only adds a restart to the load; the kernel counts each thread's wait for a CPU "
+            f"(the second number of /proc/thread-self/schedstat), and a thread that waits for one is runnable "
+            f"(state R in /proc/PID/task/TID/stat) without running"
+        )
+        if still_for < STARVED_FOR:
+            raise HeldByTheMachine(f"the test could not keep worker A's loop waiting for a CPU for {STARVED_FOR:g} s "
+                                   f"within {STARVE_WITHIN:g} s (only {still_for:.2f} s)")
+        assert heard and answered(pod, pinned[other][0], other, "worker B", STARVE_LIMIT, ages), (
+            f"expected both workers to answer /health on their keep-alive connections once the CPU was free again, "
+            f"one did not{still(other, ages)} ({how})"
         )
