@@ -19,12 +19,16 @@ fine: leave `tasks.py` as it is, a worker process runs it unchanged):
   that fails is marked failed with its error, its traceback in the log;
 - `POST /reports` answers with the job id while the job still runs, and
   `GET /health` answers while jobs run;
-- jobs started at the same time run at the same time, and each finishes as
-  soon as its own work is done;
+- jobs started at the same time run at the same time, up to the width of
+  the thread pool that runs them (asyncio.to_thread's default executor has
+  min(32, cores + 4) threads), and each finishes as soon as its own work is
+  done; a job past that width waits for a free thread, and `GET /jobs/{id}`
+  knows it ("queued") from the moment its id is returned;
 - the app's shutdown (`jobs.drain()`) waits for every job still running, for
   as long as it runs (no deadline of its own: the platform's grace period
-  decides that), without blocking the event loop meanwhile; and the runner
-  lets go of each job once it has finished.
+  decides that), without blocking the event loop meanwhile; a job that fails
+  meanwhile does not end the wait, and once ended, failed or done, it is not
+  waited for; and the runner lets go of each job once it has ended.
 
 The hidden tests serve `app.create_app(warehouse_url)` with uvicorn on
 127.0.0.1 (its lifespan included) against a stand-in for the warehouse's HTTP

@@ -19,13 +19,16 @@ Your task, in `db.py`, `jobs.py` and `tasks.py` (the API in `service.py` is fine
 - jobs leave no connection open behind them, and close what they open
   themselves (not the garbage collector);
 - the API keeps reusing its pooled connections: a request must not pay for a
-  new connection.
+  new connection;
+- a job still running `jobs.JOB_TIMEOUT` seconds after it started is
+  cancelled and reported failed, and commits nothing, then or later.
 
 The hidden tests set DATABASE_URL to a fresh database (the tables exist), as a
 plain `postgresql://user@host:port/database` URL, as production does; then
 call `service.place_order(customer, cents)` and `service.customer_total(customer)`
 on the API's event loop, `jobs.dispatch(tasks.refresh_totals, customer)` from it,
-and read `jobs.status(job_id)`: keep those names and signatures.
+read `jobs.status(job_id)`, and set `jobs.JOB_TIMEOUT` (a short one, in one test):
+keep those names and signatures.
 
 Run `loopkata check cross-loop-pool` to grade your fix.
 """

@@ -13,11 +13,13 @@ log = logging.getLogger("orders.jobs")
 
 _running: set[asyncio.Task] = set()  # strong references: the loop holds tasks weakly
 _status: dict[str, dict] = {}
+# Seconds a job's coroutine may run: past it, it is cancelled (its transaction rolled back), and the job fails.
+JOB_TIMEOUT = 60.0
 
 
 def run_async(coro):
-    """Run a coroutine to completion from a synchronous job."""
-    return asyncio.run(coro)
+    """Run a coroutine to completion from a synchronous job; cancelled once it has run JOB_TIMEOUT seconds."""
+    return asyncio.run(asyncio.wait_for(coro, JOB_TIMEOUT))
 
 
 def _run_inline(task, args, job_id: str) -> None:

@@ -35,6 +35,8 @@ from pathlib import Path
 RESULT = "RESULT "
 JOB_SECONDS = 2.5  # one job, from dispatch to "done"; the whole scenario is bounded by hang_after
 HOLD_SECONDS = 0.6  # how long a job is held while the API is asked (a blocking dispatch waits this long)
+TIMEOUT_SECONDS = 0.3  # jobs.JOB_TIMEOUT in the timeout scenario: its job is held past it by a row lock
+TIMEOUT_ATTEMPTS = 4  # attempts of that scenario, the timeout doubled each time, to see the job inside its statement
 OVERLAP_SECONDS = 1.5  # how long two jobs may take to be inside their statements at once (a runner that runs
                        # one job at a time never gets there: its jobs then run one after the other)
 
@@ -194,6 +196,11 @@ class Harness:
         """How many connections to this scenario's database are waiting for a lock (a job held by lock_total)."""
         return await self.admin.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'", self.database)
+
+    async def blocked_by(self, pid: int) -> int:
+        """How many connections wait for a lock that the server process `pid` holds (a job held by lock_total)."""
+        return await self.admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                                         pid)
 
     async def backends_serving(self, table: str) -> int:
         """How many server connections wrote the rows of `table` (each row records pg_backend_pid())."""
@@ -502,7 +509,64 @@ async def pool_reuse(h: Harness):
         )
 
 
-SCENARIOS = {f.__name__: f for f in (after_request, in_flight, twenty_in_a_row, no_leftover_connections, pool_reuse)}
+async def timed_out_job(h: Harness):
+    """A job held inside its statement (its row locked) past jobs.JOB_TIMEOUT: reported failed, and then, once the
+    lock is let go, its transaction must not commit.
+
+    The verdict needs the job seen inside its statement before it is reported failed. On a machine too busy to get
+    it there within the timeout, the attempt proves nothing: it is made again, for another customer, with the
+    timeout doubled (the rows of every attempt are checked at the end all the same)."""
+    customers, timeout = [], TIMEOUT_SECONDS
+    await h.request("place_order('ada', 700)", h.service.place_order, "ada", 700)
+    baseline = await h.connections()
+    for attempt in range(1, TIMEOUT_ATTEMPTS + 1):
+        customer = f"ada{attempt}"
+        customers.append(customer)
+        await h.request(f"place_order({customer!r}, 700)", h.service.place_order, customer, 700)
+        await h.execute(f"INSERT INTO totals (customer, cents, orders) VALUES ('{customer}', 0, 0)")  # a row to lock
+        h.jobs.JOB_TIMEOUT = timeout
+        lock = await h.lock_total(customer)
+        try:
+            holder = await lock.fetchval("SELECT pg_backend_pid()")
+            job_id, box = h.start(customer)
+            inside = False  # seen waiting for the row: inside its statement, its connection open
+            # Reported failed, or done, or still running once the scenario's deadline passes (a hang: a job that
+            # nothing cancels stays inside its statement for as long as the lock is held).
+            while h.jobs.status(job_id).get("state") not in ("done", "failed"):
+                inside = inside or await h.blocked_by(holder) > 0
+                await asyncio.sleep(0.005)
+            state = h.jobs.status(job_id)
+            if state.get("state") == "done":
+                raise Failed(f"expected the job to be cancelled and reported failed once it had run jobs.JOB_TIMEOUT "
+                             f"({timeout:g} s) inside its statement, but it finished with {state.get('result')!r}")
+        finally:
+            await lock.execute("COMMIT")  # the row is let go: a statement still running goes on, and commits
+            await lock.close()
+        if inside:
+            break
+        timeout *= 2
+    # The job's connection ends when its transaction does: committed, or rolled back with the job cancelled.
+    while await h.connections() > baseline:
+        await asyncio.sleep(0.01)
+    if not inside:
+        raise Failed(f"the machine was too busy to judge: in {TIMEOUT_ATTEMPTS} attempts, with jobs.JOB_TIMEOUT up "
+                     f"to {timeout / 2:g} s, the job was never inside its statement before it was reported failed")
+    for customer in customers:
+        total = await h.request(f"customer_total({customer!r}) once the job's connection had closed",
+                                h.service.customer_total, customer)
+        if total != 0:
+            raise Failed(
+                f"expected a job reported failed (with {str(state.get('error')).strip().rstrip(':')}) to commit "
+                f"nothing, but once the row it waited for was let go, its transaction went on and committed: "
+                f"customer_total({customer!r}) is {total!r}, not 0. The job was given up, not cancelled: waiting for "
+                "it with a timeout (future.result(timeout=...), asyncio.wait(..., timeout=...)) stops the wait, and "
+                "the job runs on where it is; only cancelling its coroutine (asyncio.wait_for, asyncio.timeout, "
+                "future.cancel() awaited) rolls its transaction back"
+            )
+
+
+SCENARIOS = {f.__name__: f for f in (after_request, in_flight, twenty_in_a_row, no_leftover_connections, pool_reuse,
+                                     timed_out_job)}
 
 # How each scenario drives the package, said before what it expected: the first clause of every failure.
 HOW = {
@@ -513,6 +577,9 @@ HOW = {
     "no_leftover_connections": "Three API requests at once, then ten jobs through jobs.dispatch(), one after another, "
                                "counting the server's connections in pg_stat_activity",
     "pool_reuse": "Ten API requests, one job through jobs.dispatch(), ten more API requests, one after another",
+    "timed_out_job": f"jobs.JOB_TIMEOUT set to {TIMEOUT_SECONDS:g} s, one API request, then one job through "
+                     "jobs.dispatch() held inside its statement (the test kept the total it refreshes locked) until "
+                     "it was reported failed, then the lock let go",
 }
 
 

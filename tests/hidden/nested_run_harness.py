@@ -6,7 +6,8 @@
   How it answers depends on the customer's name: "held-orders-..." is held at
   the orders call and "held-store-..." at the store call, each until the test
   releases that customer; "broken-..." gets 503 at the orders call; the
-  store call of "slow-..." takes `slow` seconds. It keeps the calls it holds,
+  store call of "slow-..." takes `slow` seconds. A held customer may be broken
+  too: "held-orders-broken-..." is held, then answered 503. It keeps the calls it holds,
   so a test can see where each job is.
 - `served(app)`: the app under test, served by uvicorn on 127.0.0.1 on a
   thread of its own, lifespan included, stopped (and the thread joined) when
@@ -14,7 +15,10 @@
   watches: whether it finished within a number of event loop turns in which
   nothing the app waits for can have happened. `Served.look()` asks the same
   again later, through a callback the event loop must run: so it also tells
-  whether the loop still runs while the shutdown waits.
+  whether the loop still runs while the shutdown waits. The server's event
+  loop has a clock the test can move forward (`ClockLoop`): a look may first
+  put it days ahead, so that every deadline the app set itself on that loop
+  has passed, as it would for a job that ran that long, without the wait.
 - `JobLog`: every record of the logger `reports.jobs`, with its traceback.
 
 Nothing here outlives its `with` block: the warehouse lets every call go before
@@ -37,6 +41,7 @@ import uvicorn
 from loopkata.testing import describe_frames
 
 JOBS_LOGGER = "reports.jobs"
+A_WEEK = 7 * 24 * 3600.0  # seconds a look may move the server's event loop clock ahead: longer than any deadline a shutdown sets itself
 QUIET_TURNS = 200  # event loop turns in which a shutdown with nothing to wait for ends (it needs about ten)
 SHUTDOWN_GUARD = 2.0  # seconds the server waits for the app's shutdown after the test's last look before it gives up on it (a deadline, not a verdict)
 
@@ -194,7 +199,7 @@ class Warehouse:
         if step == "store" and customer.startswith("slow-"):
             await asyncio.sleep(self.slow)
         if step == "orders" and method == "GET":
-            if customer.startswith("broken-"):
+            if customer.removeprefix("held-orders-").startswith("broken-"):
                 status, answer = "503 Service Unavailable", {"error": "the warehouse is down for maintenance"}
             else:
                 status, answer = "200 OK", {"orders": orders_for(customer)}
@@ -215,6 +220,19 @@ class Warehouse:
             "Connection: close\r\n\r\n".encode() + data
         )
         await writer.drain()
+
+
+class ClockLoop(asyncio.SelectorEventLoop):
+    """The event loop the app is served on: asyncio's own, with a clock that `ahead` moves forward.
+
+    Every deadline on a loop (a timer of asyncio.wait, asyncio.timeout, asyncio.sleep, call_later) is a time
+    of loop.time(); moved past it, the timer runs at the loop's next turn, as if that long had passed.
+    """
+
+    ahead = 0.0  # seconds this loop's clock is ahead of time.monotonic()
+
+    def time(self) -> float:
+        return super().time() + self.ahead
 
 
 class Served:
@@ -264,9 +282,11 @@ class Served:
                 return "blocked"
         return "stuck"
 
-    def look(self, seconds: float) -> str:
+    def look(self, seconds: float, ahead: float = 0.0) -> str:
         """Once the shutdown waits: watch it for QUIET_TURNS more turns of its event loop, from a callback
-        scheduled on that loop now (call_soon_threadsafe).
+        scheduled on that loop now (call_soon_threadsafe). With `ahead`, that callback first moves the loop's
+        clock `ahead` seconds forward: every timer the app set on the loop (asyncio.wait(..., timeout=...),
+        asyncio.timeout(), asyncio.sleep()) is then due, and runs in the watched turns.
 
         "done": it has finished (within those turns, or before); "waiting": it had not finished after them;
         "blocked": the callback has not run, and the event loop thread is held in the code under test,
@@ -276,7 +296,7 @@ class Served:
         if state["finished"].is_set():
             return "done"
         state["give up at"] = time.monotonic() + SHUTDOWN_GUARD
-        watching = quiet_turns(state["ending"])
+        watching = quiet_turns(state["ending"], ahead)
         try:
             watch = asyncio.run_coroutine_threadsafe(watching, self.loop)
         except RuntimeError:  # the loop has closed: the shutdown ended, or the server gave up on it
@@ -323,8 +343,12 @@ class ServerErrors(logging.Handler):
 
 
 @contextmanager
-def served(app, log_level: str = "error"):
+def served(app, log_level: str = "error", job_threads: int | None = None):
     """Serve `app` with uvicorn on 127.0.0.1 (an ephemeral port), lifespan on, on a thread of its own; stop it after.
+
+    The server runs on a ClockLoop. With `job_threads`, that loop's default executor (the one
+    asyncio.to_thread and run_in_executor(None, ...) use) has that many threads, not min(32, cores + 4):
+    a few held jobs fill it, as six do on a two-core pod.
 
     The server is started and stopped step by step rather than with serve(), whose
     main loop only looks at should_exit every 0.1 s and whose shutdown always sleeps
@@ -338,6 +362,9 @@ def served(app, log_level: str = "error"):
 
     async def main():
         state["loop"], state["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        if job_threads is not None:
+            state["loop"].set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(job_threads, thread_name_prefix="default executor"))
         config.load()
         server.lifespan = config.lifespan_class(config)
         await server.startup()
@@ -376,7 +403,8 @@ def served(app, log_level: str = "error"):
 
     def run():
         try:
-            asyncio.run(main())
+            with asyncio.Runner(loop_factory=ClockLoop) as runner:
+                runner.run(main())
         except BaseException as exc:  # noqa: BLE001 - reported to the test
             state["error"] = exc
         finally:
@@ -405,8 +433,11 @@ def served(app, log_level: str = "error"):
         server_log.propagate = propagates
 
 
-async def quiet_turns(ending: asyncio.Task) -> str:
-    """Watch the app's shutdown for QUIET_TURNS turns of the event loop: "done" if it ends within them, else "waiting"."""
+async def quiet_turns(ending: asyncio.Task, ahead: float = 0.0) -> str:
+    """Watch the app's shutdown for QUIET_TURNS turns of the event loop: "done" if it ends within them, else "waiting".
+
+    With `ahead`, move the loop's clock that many seconds forward first (a ClockLoop's)."""
+    asyncio.get_running_loop().ahead += ahead
     for _ in range(QUIET_TURNS):
         if ending.done():
             break

@@ -9,7 +9,10 @@ are forked from a fork server that has imported asyncpg and SQLAlchemy once
 (the learner's package is imported fresh in each). Rows record
 the server process that wrote them (pg_backend_pid()), so the tests can count
 how many connections the API used without looking at how it pools. A total
-below zero is refused (CHECK), so a test can make a job fail for real.
+below zero is refused (CHECK), so a test can make a job fail for real. One
+test sets a short jobs.JOB_TIMEOUT and holds a job inside its statement (a row
+lock of the test's own) until the job is reported failed; once the lock is let
+go and the job's connection has closed, the row must be as it was.
 """
 import asyncio
 import itertools
@@ -167,3 +170,9 @@ def test_the_api_keeps_reusing_its_pooled_connections(kata, database):
     """the API keeps reusing its pooled connections, before and after a job"""
     run_scenario(kata, database, "pool_reuse",
                  "twenty API requests and a job (through jobs.dispatch()) ran")
+
+
+def test_a_job_past_its_timeout_is_cancelled_and_commits_nothing(kata, database):
+    """a job still running past jobs.JOB_TIMEOUT is reported failed, and commits nothing, then or later"""
+    run_scenario(kata, database, "timed_out_job",
+                 "a job through jobs.dispatch() was held inside its statement past jobs.JOB_TIMEOUT")

@@ -7,9 +7,11 @@ jobs call a stand-in for the warehouse's API (nested_run_harness.Warehouse), a
 real server on its own thread that can hold a job's call until the test lets
 it go: so a test decides from what happened while a job was held (did the
 request answer, did /health answer, did the shutdown wait), never from how
-fast it went. The shutdown test holds its job longer than a drain with a
-deadline would wait, and meanwhile asks the server's event loop to run a
-callback. One test calls jobs.dispatch() directly on an event loop of its
+fast it went. The shutdown tests stop the server as uvicorn does on
+SIGTERM and hold a job longer than any drain with a deadline would wait: they
+move the server's event loop clock a week ahead (nested_run_harness.ClockLoop)
+and ask that loop to run a callback. One test narrows the loop's default
+executor to a few threads and fills it with held jobs. One test calls jobs.dispatch() directly on an event loop of its
 own and counts the jobs' tasks left in memory afterwards. Every wait has a
 deadline, and the warehouse lets every call go before the server is stopped.
 """
@@ -17,6 +19,7 @@ import asyncio
 import gc
 import importlib
 import re
+import sys
 import threading
 import time
 import weakref
@@ -24,7 +27,7 @@ import weakref
 import httpx
 
 from loopkata.testing import Deadline, display_path, hang_after, is_learner_file
-from nested_run_harness import NO_TLS, QUIET_TURNS, JobLog, Warehouse, report_for, served
+from nested_run_harness import A_WEEK, NO_TLS, QUIET_TURNS, JobLog, Warehouse, report_for, served
 
 HOW = "through a real uvicorn server on 127.0.0.1"
 PROBE_TIMEOUT = 2.0  # seconds a probe of /health waits (a liveness probe waits 1 s by default)
@@ -33,9 +36,7 @@ PROBE_EVERY = 0.03  # seconds between two probes
 ANSWER_WITHIN = 2.0  # seconds for POST /reports to answer while its job is held (a free loop answers in ms)
 ENDED_STATES = ("done", "failed")
 LET_GO_JOBS = 4  # jobs dispatched at once in the test that counts the tasks left behind
-# Seconds the shutdown test holds its job once the shutdown waits for it: a drain that gives up after a
-# second has returned by then, by a margin a loaded machine keeps (kata 04's slow write takes as long).
-OUTLAST_A_DEADLINE = 1.25
+JOB_THREADS = 3  # threads of the server loop's default executor in the test that fills it with held jobs
 TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
@@ -437,10 +438,11 @@ def let_go(warehouse: Warehouse, jobs, job_id: str) -> str:
 
 
 def test_shutdown_waits_for_a_running_job(kata):
-    """the app's shutdown waits, without blocking the event loop, for a job held longer than a second, and the job finishes before the server stops"""
+    """the app's shutdown waits, without blocking the event loop, for a job held longer than any deadline, and the job finishes before the server stops"""
     customer = "held-store-eve"
-    how = (f"the warehouse held the job's store call while the server shut down (the app's lifespan calls "
-           f"jobs.drain()) until {OUTLAST_A_DEADLINE:g} s after the shutdown began waiting, then let it go, {HOW}")
+    how = (f"the warehouse held the job's store call while the server shut down as on SIGTERM (listeners closed, "
+           f"then the app's lifespan, which calls jobs.drain()), until the event loop's clock had moved a week "
+           f"ahead (so every deadline set on it had passed), then let it go, {HOW}")
     jobs = part(kata, "jobs")
     with Warehouse() as warehouse, JobLog() as log:
         with served(part(kata, "app").create_app(warehouse.url)) as server:
@@ -461,16 +463,10 @@ def test_shutdown_waits_for_a_running_job(kata):
                         f"it started, so drain() found none to wait for, or drain() stopped waiting before the job "
                         f"ended ({how})"
                     )
-                # drain() has been waiting since before now: hold the job until a deadline of a second is past,
-                # and look at the shutdown on the way, each look a callback the event loop must run.
-                held_since = time.monotonic()
-                hold_until = held_since + OUTLAST_A_DEADLINE
-                while seen == "waiting":
-                    last = time.monotonic() >= hold_until  # a drain with a deadline has returned in this look
-                    seen = server.look(waits())
-                    if last:
-                        break
-                    time.sleep(min(0.05, max(0.0, hold_until - time.monotonic())))
+                # drain() has been waiting since before now: move the event loop's clock a week ahead, so that any
+                # deadline drain() set itself on the loop is past, and look again, a callback the loop must run.
+                if seen == "waiting":
+                    seen = server.look(waits(), ahead=A_WEEK)
                 assert seen != "blocked", (
                     f"expected the event loop to keep running while jobs.drain() waited for the job, but a callback "
                     f"scheduled on it did not run: its thread was held in your code at {server.held_at[0]}"
@@ -483,14 +479,14 @@ def test_shutdown_waits_for_a_running_job(kata):
                     f"shutdown to finish; in {waits():g} s it did neither ({how})"
                 )
                 if seen == "done":
-                    within = time.monotonic() - held_since
                     state = let_go(warehouse, jobs, job_id)
                     raise AssertionError(
-                        f"expected the app's shutdown to wait for the job still running, but jobs.drain() returned "
-                        f"while the warehouse still held the job (still {state!r}), at most {within:.1f} s after the "
-                        f"shutdown had begun waiting for it: drain() waited for the job a while, then stopped waiting "
-                        f"before it ended, as a wait with a timeout does; a job still running when the server stops "
-                        f"dies with the process ({how})"
+                        f"expected the app's shutdown to wait for the job still running, however long it runs, but "
+                        f"jobs.drain() returned while the warehouse still held the job (still {state!r}), once the "
+                        f"event loop's clock had moved a week ahead: drain() waited for the job a while, then stopped "
+                        f"waiting before it ended, as a wait with a deadline does (asyncio.wait(..., timeout=...), "
+                        f"asyncio.timeout(), asyncio.wait_for()), however long the deadline; the platform stops the "
+                        f"process when its grace period ends, and a job still running then dies with it ({how})"
                     )
             finally:
                 warehouse.release()
@@ -502,6 +498,177 @@ def test_shutdown_waits_for_a_running_job(kata):
         f"expected the job to have finished with its report by the time the app's shutdown ended, but when it "
         f"ended {outcome(job, log)} ({how})"
     )
+
+
+def job_thread(customer: str) -> threading.Thread | None:
+    """The thread running the report job for `customer` now (its build_report call), if one is."""
+    for ident, frame in sys._current_frames().items():
+        while frame is not None:
+            if frame.f_code.co_name == "build_report" and frame.f_locals.get("customer") == customer:
+                return next((t for t in threading.enumerate() if t.ident == ident), None)
+            frame = frame.f_back
+    return None
+
+
+def through_with_job(thread: threading.Thread | None) -> bool:
+    """Has `thread` finished the job it ran, down to telling the event loop (a pool's thread back at its queue)?"""
+    if thread is None or not thread.is_alive():
+        return True
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        code = frame.f_code
+        if is_learner_file(code.co_filename) or code.co_name == "build_report" or (
+                code.co_name == "run" and code.co_filename.endswith(("concurrent/futures/thread.py",
+                                                                     "concurrent\\futures\\thread.py"))):
+            return False
+        frame = frame.f_back
+    return True
+
+
+def end_held_job(server, warehouse: Warehouse, jobs, customer: str, job_id: str) -> dict:
+    """Let the warehouse answer the held job for `customer`; its status once it has ended and its thread has told the loop."""
+    thread = job_thread(customer)
+    warehouse.release(customer)
+    wait_until(lambda: jobs.status(job_id).get("state") in ENDED_STATES and through_with_job(thread), waits())
+    return jobs.status(job_id)
+
+
+def shutdown_not_blocked(server, seen: str, how: str) -> None:
+    assert seen != "blocked", (
+        f"expected the event loop to keep running while jobs.drain() waited, but a callback scheduled on it did "
+        f"not run: its thread was held in your code at {server.held_at[0]}"
+        + (f", inside it at {server.held_at[-1]}" if len(server.held_at) > 1 else "")
+        + f". drain() runs on the API's event loop: it must wait with an await ({how})"
+    )
+    assert seen != "stuck", (
+        f"expected the event loop to run a callback while jobs.drain() waited, or the shutdown to finish; in "
+        f"{waits():g} s it did neither ({how})"
+    )
+
+
+def test_a_failed_job_does_not_end_the_shutdown(kata):
+    """a job that fails while the app shuts down does not end the wait: a job still running finishes before the server stops"""
+    held, failing = "held-store-gus", "held-orders-broken-hal"
+    how = (f"two jobs, one held at the warehouse's store call, one held at its orders call and then answered 503 "
+           f"while the server shut down as on SIGTERM (the app's lifespan calls jobs.drain()), {HOW}")
+    jobs = part(kata, "jobs")
+    with Warehouse() as warehouse, JobLog() as log:
+        with served(part(kata, "app").create_app(warehouse.url)) as server:
+            posts = []
+            try:
+                for customer, step in ((held, "store"), (failing, "orders")):
+                    posts.append(start_held_job(server, warehouse, log, customer, step))
+                for post in posts:
+                    assert post.wait(waits()) and post.job_id(), (
+                        f"expected POST /reports to answer 202 with a job id, it got {post.said()}"
+                        f"{server_error(server)} ({how})"
+                    )
+                held_id, failing_id = (post.job_id() for post in posts)
+                seen = server.shut_down(waits(), record=lambda: jobs.status(held_id))
+                shutdown_not_blocked(server, seen, how)
+                assert seen == "waiting", (
+                    f"expected the app's shutdown to wait for the two jobs still running, but it finished within "
+                    f"{QUIET_TURNS} turns of the event loop: jobs.drain() returned at once, so drain() found none "
+                    f"to wait for ({how})"
+                )
+                failed = end_held_job(server, warehouse, jobs, failing, failing_id)
+                seen = server.look(waits())
+                shutdown_not_blocked(server, seen, how)
+                if seen == "done":
+                    state = let_go(warehouse, jobs, held_id)
+                    raise AssertionError(
+                        f"expected the app's shutdown to go on waiting for the job still held at the warehouse "
+                        f"once the other job had failed, but jobs.drain() returned when that job ended "
+                        f"({outcome(failed, log)}), with the held job still {state!r}: drain() stopped waiting "
+                        f"before the jobs ended. asyncio.gather() raises the first error of what it awaits and "
+                        f"stops there; a failed job is one more job that has ended, and the others still run ({how})"
+                    )
+                assert seen == "waiting", f"expected the app's shutdown to be waiting, it was {seen!r} ({how})"
+                end_held_job(server, warehouse, jobs, held, held_id)
+                seen = server.look(waits(), ahead=A_WEEK)  # a drain that polls looks again once the clock has moved
+                shutdown_not_blocked(server, seen, how)
+                assert seen == "done", (
+                    f"expected the app's shutdown to end once both jobs had ended, but it still waited after "
+                    f"{QUIET_TURNS} turns of the event loop, and after its clock had moved a week ahead: jobs.drain() "
+                    f"waits for something the failed job left behind. The runner must forget a job however it "
+                    f"ends, failed as well as done ({how})"
+                )
+            finally:
+                warehouse.release()
+            job = server.at_end or {"state": "not recorded"}
+    assert job.get("state") == "done", (
+        f"expected the held job to have finished with its report by the time the app's shutdown ended, but when "
+        f"it ended {outcome(job, log)} ({how})"
+    )
+
+
+def test_a_failed_job_is_not_waited_for(kata):
+    """once its only job has failed, the app's shutdown has nothing to wait for, and ends at once"""
+    customer = "held-orders-broken-ivy"
+    how = (f"one job, held at the warehouse's orders call and then answered 503; once it had failed, the server "
+           f"shut down as on SIGTERM (the app's lifespan calls jobs.drain()), {HOW}")
+    jobs = part(kata, "jobs")
+    with Warehouse() as warehouse, JobLog() as log:
+        with served(part(kata, "app").create_app(warehouse.url)) as server:
+            try:
+                post = start_held_job(server, warehouse, log, customer, "orders")
+                assert post.wait(waits()) and post.job_id(), (
+                    f"expected POST /reports to answer 202 with a job id, it got {post.said()}{server_error(server)} ({how})"
+                )
+                job = end_held_job(server, warehouse, jobs, customer, post.job_id())
+                assert job.get("state") == "failed", (
+                    f"expected the job to be marked failed with the warehouse's error, but {outcome(job, log)} ({how})"
+                )
+                seen = server.shut_down(waits())
+                if seen == "waiting":
+                    # A drain that polls (asyncio.sleep in a loop) looks again once the loop's clock has moved on.
+                    seen = server.look(waits(), ahead=A_WEEK)
+                shutdown_not_blocked(server, seen, how)
+            finally:
+                warehouse.release()
+    assert seen == "done", (
+        f"expected the app's shutdown to end at once, its only job having failed, but it still waited after "
+        f"{2 * QUIET_TURNS} turns of the event loop, and after its clock had moved a week ahead: jobs.drain() "
+        f"waits for something a failed job leaves behind. The runner must forget a job however it ends, "
+        f"failed as well as done ({how})"
+    )
+
+
+def test_a_job_has_its_status_while_it_waits_for_a_thread(kata):
+    """with every job thread busy (3 jobs held, on a default executor of 3 threads), a job posted then has its status at once, "queued", and runs once a thread is free"""
+    held = [f"held-orders-jo-{i}" for i in range(1, JOB_THREADS + 1)]
+    extra = "kay"
+    how = (f"the server's event loop given a default executor of {JOB_THREADS} threads (asyncio.to_thread's: "
+           f"min(32, cores + 4) of them by default, six on a two-core pod), {JOB_THREADS} jobs held at the "
+           f"warehouse's orders call, then one more POST /reports, {HOW}")
+    with Warehouse() as warehouse, JobLog() as log:
+        with served(part(kata, "app").create_app(warehouse.url), job_threads=JOB_THREADS) as server:
+            posts = []
+            try:
+                for customer in held:
+                    posts.append(start_held_job(server, warehouse, log, customer, "orders"))
+                post = Post(server.url, extra)
+                posts.append(post)
+                assert post.wait(waits()) and post.job_id(), (
+                    f"expected POST /reports to answer 202 with a job id, it got {post.said()}{server_error(server)} ({how})"
+                )
+                first = job_state(server.url, post.job_id())
+                assert first.get("state") in ("queued", "running", "done"), (
+                    f"expected GET /jobs/{{id}} to know the job from the moment POST /reports gave its id (\"queued\" "
+                    f"while it waits for a thread), but it got {first.get('state')} {first.get('error', '')}: "
+                    f"the job's status appears only when a thread starts it, and while every thread is busy, a job "
+                    f"whose id the client holds is unknown. Record it in dispatch(), before the job is handed on ({how})"
+                )
+                warehouse.release(held[0])
+                job = wait_for_end(server.url, post.job_id(), waits())
+                assert job.get("state") == "done", (
+                    f"expected the job that waited for a thread to run once the warehouse had let one held job go, "
+                    f"but {outcome(job, log)} ({how})"
+                )
+            finally:
+                warehouse.release()
+                for post in posts:
+                    post.wait(waits())
 
 
 def test_a_failing_job_reports_its_error(kata):
