@@ -232,26 +232,77 @@ def test_a_write_after_a_freeze_succeeds_and_is_applied_once(container, short_se
         expect_applied_once(service, order, what)
 
 
+DYING = (  # (order, how the connection of that write dies, a lookup first so that the connection is a kept one)
+    ("o-dropped-cold", "drop", False),
+    ("o-dropped", "drop", True),
+    ("o-cut-mid-answer", "cut", True),
+)
+HOW_IT_DIES = {
+    "drop": "the stock service applies and then closes the connection without answering (as when a connection dies "
+            "on the way back)",
+    "cut": "the stock service applies, sends the head of its answer (201) and half of its body, and then the "
+           "connection dies",
+}
+
+
 def test_a_write_applied_before_its_connection_died_is_applied_once(container, service):
-    """a reservation the service applied just before its connection died is returned, and applied only once"""
-    what = call(1, 2)
-    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
-    service.drop_after_next_write()
-    order = "o-dropped"
-    what = call(2, 2, ", a reservation that the stock service applies and then closes the connection "
-                      "without answering (as when a connection dies on the way back)")
-    answer = invoke(container, reserve(service, order), what)
-    if service.applied_for(order) > 1:
+    """a reservation the service applied just before its connection died is returned, and applied only once: in a cold container's first invocation, on a kept connection, and when the answer is cut off part-way through"""
+    n = len(DYING) + sum(warm for _, _, warm in DYING)
+    i = 0
+    for order, dies, warm in DYING:
+        if warm:
+            i += 1
+            what = call(i, n)
+            expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
+        if dies == "drop":
+            service.drop_after_next_write()
+        else:
+            service.drop_mid_answer_after_next_write()
+        i += 1
+        what = call(i, n, (", the container's first (a cold start: its connection is a new one)" if i == 1 else "")
+                    + f", a reservation that {HOW_IT_DIES[dies]}")
+        answer = invoke(container, reserve(service, order), what)
+        if service.applied_for(order) > 1:
+            expect_applied_once(service, order, what)
+        if "error" in answer:
+            raise AssertionError(
+                f"{what}: expected handler to return the reservation: the service applies it and then the connection "
+                f"dies, and the same write sent again with the same Idempotency-Key gets the first answer back; but "
+                f"handler raised {raised(answer)}\n(the service applied it {service.applied_for(order)} time(s); the "
+                f"write arrived {len(service.arrived_for(order))} time(s): {keys_seen(service, order) or 'never'})"
+                + ("\na connection dies the same way whether or not it served an earlier invocation: a new one can "
+                   "die on the way back too" if i == 1 else "")
+                + ("\nan answer cut off part-way through its body is lost as surely as one that never came: the "
+                   "service applied the write, and only its key can get the answer back" if dies == "cut" else "")
+            )
         expect_applied_once(service, order, what)
-    if "error" in answer:
-        raise AssertionError(
-            f"{what}: expected handler to return the reservation: the service applies it and then the connection "
-            f"dies, and the same write sent again with the same Idempotency-Key gets the first answer back; but "
-            f"handler raised {raised(answer)}\n(the service applied it {service.applied_for(order)} time(s); the "
-            f"write arrived {len(service.arrived_for(order))} time(s): {keys_seen(service, order) or 'never'})"
-        )
-    expect_applied_once(service, order, what)
-    expect_reservation(answer, what, order)
+        expect_reservation(answer, what, order)
+
+
+RETRIED_IN_A_ROW = 8  # writes in one warm container whose connection dies once applied: more than any budget of retries
+
+
+def test_every_write_gets_its_own_retry(container, service):
+    """in one warm container, eight reservations in a row whose connection dies once applied are each sent again, returned and applied once"""
+    n = RETRIED_IN_A_ROW + 1
+    expect_stock(invoke(container, lookup(service), call(1, n)), call(1, n), service.stock["kettle"])
+    for i in range(2, n + 1):
+        order, before = f"o-retried-{i}", i - 2
+        service.drop_after_next_write()
+        what = call(i, n, f", a reservation that {HOW_IT_DIES['drop']}"
+                    + (f", as the {before} reservation(s) before it did" if before else ""))
+        answer = invoke(container, reserve(service, order), what)
+        if "error" in answer:
+            raise AssertionError(
+                f"{what}: expected handler to return the reservation"
+                + (f", as it did for the {before} before it" if before else "") + "; but "
+                f"handler raised {raised(answer)}\n(the service applied it {service.applied_for(order)} time(s); the "
+                f"write arrived {len(service.arrived_for(order))} time(s): {keys_seen(service, order) or 'never'}): "
+                "a write may be sent again once because its own connection died, whatever happened to the writes "
+                "before it; a count of retries kept for the container runs out, and every write after that fails"
+            )
+        expect_applied_once(service, order, what)
+        expect_reservation(answer, what, order)
 
 
 MAX_ATTEMPTS = 3  # a write may go out this many times in all: once, and again a couple of times under its key

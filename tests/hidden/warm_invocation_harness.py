@@ -12,7 +12,10 @@ Used by the hidden tests (test_11_warm_invocation.py) and by notebook 11's lab.
   because they stayed idle past its keep-alive timeout, every write applied,
   every write that arrived. `drop_after_next_write()` makes it apply the next
   write and then close that connection without answering (the connection
-  died after the server had done the work); `refuse_next_writes(n)` closes
+  died after the server had done the work); `drop_mid_answer_after_next_write()`
+  makes it apply the next write, send the head of its answer and part of its
+  body, and then close that connection (it died part-way through the answer);
+  `refuse_next_writes(n)` closes
   the connection of each of the next n writes unapplied (an upstream that is
   down). With `reset_idle` set, it resets an
   idle connection (RST) instead of closing it, as a load balancer or a NAT
@@ -59,6 +62,9 @@ STOCK = {"kettle": 40, "toaster": 25, "blender": 12}
 
 
 # --- the upstream service ------------------------------------------------------------
+
+_CUT = "cut"  # an extra header that is never sent: the answer is cut off part-way through its body
+
 
 class _Connection(asyncio.Protocol):
     """One client connection: HTTP/1.1 with keep-alive, requests answered in order."""
@@ -138,6 +144,7 @@ class _Connection(asyncio.Protocol):
         if status is None:
             self.transport.close()  # the connection died before the answer (the write applied or not)
             return False
+        cut = extra.pop(_CUT, False)
         data = json.dumps(payload).encode()
         reason = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 409: "Conflict",
                   503: "Service Unavailable"}[status]
@@ -146,6 +153,10 @@ class _Connection(asyncio.Protocol):
         lines += [f"{k}: {v}" for k, v in extra.items()]
         close = headers.get("connection", "").lower() == "close"
         lines.append("Connection: close" if close else "Connection: keep-alive")
+        if cut:  # the head and half of the body, then the connection dies: the answer ends part-way through
+            self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data[:len(data) // 2])
+            self.transport.close()
+            return False
         self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
         if close:
             self.transport.close()
@@ -170,6 +181,7 @@ class StockService:
         self.replayed = 0  # writes answered from a key already applied
         self._answers: dict[str, dict] = {}  # idempotency key -> the answer given when it was applied
         self._drop_next = False
+        self._cut_next = False
         self._refuse = 0  # writes still to refuse (refuse_next_writes)
         self._unavailable = 0  # writes still to answer 503 (unavailable_for_next_writes)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -194,6 +206,11 @@ class StockService:
         """Apply the next write, then close its connection without answering."""
         with self.lock:
             self._drop_next = True
+
+    def drop_mid_answer_after_next_write(self) -> None:
+        """Apply the next write, send the head of its answer and half of its body, then close its connection."""
+        with self.lock:
+            self._cut_next = True
 
     def refuse_next_writes(self, n: int) -> None:
         """Close the connection of each of the next `n` writes as it arrives, unapplied (an upstream that is down)."""
@@ -275,6 +292,9 @@ class StockService:
                 if self._drop_next:
                     self._drop_next = False
                     return None, None, None
+                if self._cut_next:
+                    self._cut_next = False
+                    return 201, answer, {_CUT: True}
                 return 201, answer, {}
         return 404, {"error": f"no route {method} {path}"}, {}
 
