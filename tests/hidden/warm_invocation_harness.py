@@ -237,6 +237,11 @@ class StockService:
         with self.lock:
             self._hold_next = True
 
+    def stop_holding(self) -> None:
+        """Hold no further write (one held already stays held): for when the write to hold never came."""
+        with self.lock:
+            self._hold_next = False
+
     def holding(self) -> bool:
         """A held write still waits for its answer on a connection the client keeps open."""
         with self.lock:
