@@ -12,6 +12,9 @@ invocation:
   again gets the first answer back and changes nothing. A write without the
   header is applied every time it arrives.
 
+The runtime passes each call a `context`, whose get_remaining_time_in_millis()
+says how long the invocation has left before the platform ends it.
+
 A warm container calls `handler` again and again in the same process, and the
 platform freezes the process between invocations (nothing of it runs, not
 even a timer), for seconds or minutes. The stock service keeps an idle
@@ -27,14 +30,20 @@ its invocations; an invocation after a freeze longer than the service's
 keep-alive timeout still succeeds; a reservation is applied exactly once,
 even when the connection dies after the service applied it, and however the
 connection died (closed or reset by the service, or forgotten by a load
-balancer so that the write itself is reset, frozen or not); an
-Idempotency-Key is never used twice, in this container or the one that
-replaces it; a write the service will not take (its connection closed, a
-503, nothing listening) is given up after a few attempts, and `handler`
-raises; an invocation that fails leaves the container serving; each
-invocation goes to the `api` its event names; nothing of an invocation is
-left to run once `handler` has returned; and nothing changes for the other
-clients of the process.
+balancer so that the write itself is reset, frozen or not); a reservation
+the service applied is returned to the caller even when its connection died
+before the answer or part-way through its body, on a kept connection or on
+a cold start's new one; an Idempotency-Key is never used twice, in this
+container or the one that replaces it; a write the service will not take
+(its connection closed, a 503, nothing listening) is given up after a few
+attempts of its own (a limit for each write, not for the container), and
+`handler` raises; an invocation that fails leaves the container serving;
+each invocation goes to the `api` its event names; an invocation still
+waiting for an answer when its time runs out (what its context's
+get_remaining_time_in_millis() says is left) gives the write up, and
+`handler` raises; nothing of an invocation is left to run once `handler` has
+returned; and nothing changes for the other clients of the process, not even
+after they run asyncio.run().
 Run `loopkata check warm-invocation` to grade your fix.
 """
 import asyncio

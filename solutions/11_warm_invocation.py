@@ -22,10 +22,15 @@ One event loop lives as long as the container, and one session on it, so
 every invocation reuses the pooled connection. A connection the service
 closed during a freeze is found dead only when a request is sent on it: a
 read is sent again by aiohttp itself; a write is sent again once here, under
-the same Idempotency-Key, so the service applies it exactly once.
+the same Idempotency-Key, so the service applies it exactly once. So is a write
+whose connection died after the service applied it, new or kept, whether the
+answer never came or was cut off part-way through its body: the second attempt
+gets the first answer back. An invocation whose time runs out (the context's
+get_remaining_time_in_millis()) is cancelled, its write with it, and raises.
 """
 import asyncio
 import uuid
+from datetime import timedelta
 
 import aiohttp
 
@@ -64,9 +69,10 @@ async def reserve(session: aiohttp.ClientSession, api: str, order: str, sku: str
     headers = {"Idempotency-Key": str(uuid.uuid4())}  # made once: both attempts carry it
     try:
         return await post_json(session, f"{api}/reservations", body, headers)
-    except aiohttp.ClientConnectionError:
-        # The pooled connection was closed while the container was frozen, or it died
-        # after the service applied the write: same key again, applied once either way.
+    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError):
+        # The pooled connection was closed while the container was frozen, or it died after
+        # the service applied the write, before its answer or part-way through its body (a
+        # ClientPayloadError): same key again, applied once either way.
         return await post_json(session, f"{api}/reservations", body, headers)
 
 
@@ -78,5 +84,7 @@ async def invocation(event: dict) -> dict:
 
 
 def handler(event: dict, context=None) -> dict:
-    """Entry point: one invocation, run to its end on the container's loop."""
-    return LOOP.run_until_complete(invocation(event))
+    """Entry point: one invocation, run to its end on the container's loop, or cancelled (TimeoutError)
+    when the time its context says it has left runs out, so that nothing of it goes on afterwards."""
+    left = None if context is None else timedelta(milliseconds=context.get_remaining_time_in_millis()).total_seconds()
+    return LOOP.run_until_complete(asyncio.wait_for(invocation(event), left))

@@ -25,14 +25,15 @@ its type and message, and the lines of the code under test it went through.
 import itertools
 import socket
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from warm_invocation_harness import KEEPALIVE, STOCK, Container, ContainerDied, StockService
+from warm_invocation_harness import KEEPALIVE, LAMBDA_TIMEOUT, STOCK, Container, ContainerDied, StockService
 
 from loopkata.services import ServiceUnavailable
-from loopkata.testing import NO_HYPOTHESIS, Hang, hang_after, property_seed, replay_words
+from loopkata.testing import NO_HYPOTHESIS, Deadline, Hang, hang_after, property_seed, replay_words
 
 LONG_KEEPALIVE = 60.0  # seconds: the tests without a freeze never leave a connection idle this long
 FREEZE_TRIES = 3  # a freeze is redone when the service closed the idle connection before SIGSTOP took hold
@@ -90,10 +91,11 @@ def call(i: int, n: int | None, how: str = "") -> str:
     return f"invocation {i}{f' of {n}' if n else ''} in one warm container{how}"
 
 
-def invoke(container: Container, event: dict, what: str) -> dict:
-    """One invocation; its answer ({"value"} or {"error"}, and "tasks"). A hang or a crash is raised."""
+def invoke(container: Container, event: dict, what: str, budget: float = LAMBDA_TIMEOUT) -> dict:
+    """One invocation, `budget` seconds left to it in its context; its answer ({"value"} or {"error"}, and "tasks").
+    A hang or a crash is raised."""
     try:
-        answer = container.invoke(event, what)
+        answer = container.invoke(event, what, budget)
     except ContainerDied as exc:
         raise AssertionError(f"{what}: {exc}") from None
     if "hang" in answer:
@@ -232,26 +234,77 @@ def test_a_write_after_a_freeze_succeeds_and_is_applied_once(container, short_se
         expect_applied_once(service, order, what)
 
 
+DYING = (  # (order, how the connection of that write dies, a lookup first so that the connection is a kept one)
+    ("o-dropped-cold", "drop", False),
+    ("o-dropped", "drop", True),
+    ("o-cut-mid-answer", "cut", True),
+)
+HOW_IT_DIES = {
+    "drop": "the stock service applies and then closes the connection without answering (as when a connection dies "
+            "on the way back)",
+    "cut": "the stock service applies, sends the head of its answer (201) and half of its body, and then the "
+           "connection dies",
+}
+
+
 def test_a_write_applied_before_its_connection_died_is_applied_once(container, service):
-    """a reservation the service applied just before its connection died is returned, and applied only once"""
-    what = call(1, 2)
-    expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
-    service.drop_after_next_write()
-    order = "o-dropped"
-    what = call(2, 2, ", a reservation that the stock service applies and then closes the connection "
-                      "without answering (as when a connection dies on the way back)")
-    answer = invoke(container, reserve(service, order), what)
-    if service.applied_for(order) > 1:
+    """a reservation the service applied just before its connection died is returned, and applied only once: in a cold container's first invocation, on a kept connection, and when the answer is cut off part-way through"""
+    n = len(DYING) + sum(warm for _, _, warm in DYING)
+    i = 0
+    for order, dies, warm in DYING:
+        if warm:
+            i += 1
+            what = call(i, n)
+            expect_stock(invoke(container, lookup(service), what), what, service.stock["kettle"])
+        if dies == "drop":
+            service.drop_after_next_write()
+        else:
+            service.drop_mid_answer_after_next_write()
+        i += 1
+        what = call(i, n, (", the container's first (a cold start: its connection is a new one)" if i == 1 else "")
+                    + f", a reservation that {HOW_IT_DIES[dies]}")
+        answer = invoke(container, reserve(service, order), what)
+        if service.applied_for(order) > 1:
+            expect_applied_once(service, order, what)
+        if "error" in answer:
+            raise AssertionError(
+                f"{what}: expected handler to return the reservation: the service applies it and then the connection "
+                f"dies, and the same write sent again with the same Idempotency-Key gets the first answer back; but "
+                f"handler raised {raised(answer)}\n(the service applied it {service.applied_for(order)} time(s); the "
+                f"write arrived {len(service.arrived_for(order))} time(s): {keys_seen(service, order) or 'never'})"
+                + ("\na connection dies the same way whether or not it served an earlier invocation: a new one can "
+                   "die on the way back too" if i == 1 else "")
+                + ("\nan answer cut off part-way through its body is lost as surely as one that never came: the "
+                   "service applied the write, and only its key can get the answer back" if dies == "cut" else "")
+            )
         expect_applied_once(service, order, what)
-    if "error" in answer:
-        raise AssertionError(
-            f"{what}: expected handler to return the reservation: the service applies it and then the connection "
-            f"dies, and the same write sent again with the same Idempotency-Key gets the first answer back; but "
-            f"handler raised {raised(answer)}\n(the service applied it {service.applied_for(order)} time(s); the "
-            f"write arrived {len(service.arrived_for(order))} time(s): {keys_seen(service, order) or 'never'})"
-        )
-    expect_applied_once(service, order, what)
-    expect_reservation(answer, what, order)
+        expect_reservation(answer, what, order)
+
+
+RETRIED_IN_A_ROW = 8  # writes in one warm container whose connection dies once applied: more than any budget of retries
+
+
+def test_every_write_gets_its_own_retry(container, service):
+    """in one warm container, eight reservations in a row whose connection dies once applied are each sent again, returned and applied once"""
+    n = RETRIED_IN_A_ROW + 1
+    expect_stock(invoke(container, lookup(service), call(1, n)), call(1, n), service.stock["kettle"])
+    for i in range(2, n + 1):
+        order, before = f"o-retried-{i}", i - 2
+        service.drop_after_next_write()
+        what = call(i, n, f", a reservation that {HOW_IT_DIES['drop']}"
+                    + (f", as the {before} reservation(s) before it did" if before else ""))
+        answer = invoke(container, reserve(service, order), what)
+        if "error" in answer:
+            raise AssertionError(
+                f"{what}: expected handler to return the reservation"
+                + (f", as it did for the {before} before it" if before else "") + "; but "
+                f"handler raised {raised(answer)}\n(the service applied it {service.applied_for(order)} time(s); the "
+                f"write arrived {len(service.arrived_for(order))} time(s): {keys_seen(service, order) or 'never'}): "
+                "a write may be sent again once because its own connection died, whatever happened to the writes "
+                "before it; a count of retries kept for the container runs out, and every write after that fails"
+            )
+        expect_applied_once(service, order, what)
+        expect_reservation(answer, what, order)
 
 
 MAX_ATTEMPTS = 3  # a write may go out this many times in all: once, and again a couple of times under its key
@@ -330,6 +383,53 @@ def test_nothing_is_left_running_between_invocations(container, short_service):
         )
         if i == 2:
             freeze(container, service, service.closed_idle, f"freezing the warm container after {what}")
+
+
+BUDGET = 0.5  # seconds left to the invocation whose write the service holds (its context says so)
+
+
+def test_a_write_not_answered_in_the_invocations_time_is_given_up(container, service):
+    """a reservation the service has not answered when the invocation's time runs out (context.get_remaining_time_in_millis()) is given up: handler raises, nothing of the write goes on, and the caller's retry is applied once"""
+    n, order = 3, "o-unanswered"
+    expect_stock(invoke(container, lookup(service), call(1, n)), call(1, n), service.stock["kettle"])
+    service.hold_next_write()
+    what = call(2, n, f", a reservation that the stock service reads and does not answer, the invocation's time "
+                      f"{BUDGET:g} s (the context's get_remaining_time_in_millis() said {BUDGET * 1000:.0f} at the start)")
+    try:
+        answer = container.invoke(reserve(service, order), what, BUDGET)
+    except ContainerDied as exc:
+        raise AssertionError(f"{what}: {exc}") from None
+    if "hang" in answer:
+        raise AssertionError(
+            f"{what}: expected handler to give the write up and raise once the invocation's {BUDGET:g} s had run out, "
+            f"but it was still waiting for the answer {hang_after():g} s after it began: the platform ends an "
+            f"invocation at its timeout, whatever it is waiting for; the context says how long is left "
+            f"(context.get_remaining_time_in_millis()). It was at:\n{answer['hang'] or '(no line of the code under test)'}")
+    service.stop_holding()  # on a machine so busy that the write never reached the service in time, none is held
+    tasks = answer.get("tasks") or []
+    left_running = not tasks and service.holding()
+    if left_running:  # a right fix closed the write's connection before handler returned: the service sees it soon
+        deadline = Deadline(hang_after())
+        while service.holding() and not deadline.passed():
+            time.sleep(0.01)
+        left_running = service.holding()
+    if tasks or left_running:
+        ended = f"raised {raised(answer)}" if "error" in answer else f"returned {answer.get('value')!r}"
+        raise AssertionError(
+            f"{what}: expected the write given up when handler ended (its request cancelled, its connection closed), "
+            f"but the write still waited for its answer after handler had ended"
+            + (f" (pending asyncio tasks: {'; '.join(tasks)})" if tasks else " (its connection still open)")
+            + ": the caller takes the error for a failed reservation and sends it again, under a new key, and the "
+            "first one is still on its way and applied when its answer comes. A timeout must cancel the write it "
+            "gives up, not only stop waiting for it (future.result(timeout=...) on a loop thread stops waiting "
+            f"and leaves the write running).\nhandler {ended}")
+    assert "error" in answer, (
+        f"{what}: expected handler to raise once the invocation's time had run out, since the service never answered, "
+        f"but it returned {answer.get('value')!r}")
+    service.release_held_write()  # had the write gone on, it would be applied now
+    what = call(3, n, ", the caller's retry of the reservation that invocation 2 gave up (a new event, so a new key)")
+    expect_reservation(invoke(container, reserve(service, order), what), what, order)
+    expect_applied_once(service, order, what)
 
 
 def test_a_restarted_container_makes_keys_of_its_own(kata, service):

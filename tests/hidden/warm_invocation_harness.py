@@ -12,7 +12,13 @@ Used by the hidden tests (test_11_warm_invocation.py) and by notebook 11's lab.
   because they stayed idle past its keep-alive timeout, every write applied,
   every write that arrived. `drop_after_next_write()` makes it apply the next
   write and then close that connection without answering (the connection
-  died after the server had done the work); `refuse_next_writes(n)` closes
+  died after the server had done the work); `drop_mid_answer_after_next_write()`
+  makes it apply the next write, send the head of its answer and part of its
+  body, and then close that connection (it died part-way through the answer);
+  `hold_next_write()` makes it read the next write and neither apply nor
+  answer it until the client closes that connection (it gave the write up:
+  nothing is applied) or the test calls `release_held_write()` (then it is
+  applied and answered); `refuse_next_writes(n)` closes
   the connection of each of the next n writes unapplied (an upstream that is
   down). With `reset_idle` set, it resets an
   idle connection (RST) instead of closing it, as a load balancer or a NAT
@@ -20,7 +26,9 @@ Used by the hidden tests (test_11_warm_invocation.py) and by notebook 11's lab.
 - `Container`: a warm Lambda container, for real: a Python process of its own
   that imports the implementation under test once and calls its
   `handler(event)` once per `invoke(event)`, on its main thread, as the
-  runtime does. After each call it reports what handler returned or raised,
+  runtime does, with a `context` as the runtime's: `get_remaining_time_in_millis()`
+  counts down the invocation's time (LAMBDA_TIMEOUT, or the budget the test
+  gives). After each call it reports what handler returned or raised,
   and every asyncio task still pending on an event loop of the process.
   `freeze_past_keepalive(service)` SIGSTOPs it, waits until the service has
   closed, by its keep-alive timer, every connection that was open, and
@@ -55,10 +63,15 @@ from loopkata.services.processes import die_with_parent
 from loopkata.testing import describe_frames, hang_after
 
 KEEPALIVE = 0.3  # seconds the service keeps an idle connection open (a Node.js server: 5 s)
+LAMBDA_TIMEOUT = 60.0  # seconds an invocation may run, as the function's configured timeout, unless a test says less
 STOCK = {"kettle": 40, "toaster": 25, "blender": 12}
 
 
 # --- the upstream service ------------------------------------------------------------
+
+_CUT = "cut"  # an extra header that is never sent: the answer is cut off part-way through its body
+_HOLD = "hold"  # a status: the write is read, and neither applied nor answered until it is released
+
 
 class _Connection(asyncio.Protocol):
     """One client connection: HTTP/1.1 with keep-alive, requests answered in order."""
@@ -81,6 +94,9 @@ class _Connection(asyncio.Protocol):
         self._disarm()
         with self.service.lock:
             self.service.open.discard(self)
+            if self.service._held is not None and self.service._held[0] is self:
+                self.service._held = None
+                self.service.held_given_up += 1  # the client closed it while the write waited for its answer
 
     def _arm(self):
         self._disarm()
@@ -135,9 +151,17 @@ class _Connection(asyncio.Protocol):
     def _answer(self, method: str, path: str, headers: dict, body: bytes) -> bool:
         """Answer one request; False if the connection was closed instead."""
         status, payload, extra = self.service.handle(method, path, headers, body)
+        if status == _HOLD:
+            with self.service.lock:
+                self.service._held = (self, payload)
+            return False  # nothing more is read or answered on it until it is released or closed
+        return self._send(status, payload, extra, headers)
+
+    def _send(self, status, payload, extra: dict, headers: dict) -> bool:
         if status is None:
             self.transport.close()  # the connection died before the answer (the write applied or not)
             return False
+        cut = extra.pop(_CUT, False)
         data = json.dumps(payload).encode()
         reason = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 409: "Conflict",
                   503: "Service Unavailable"}[status]
@@ -146,6 +170,10 @@ class _Connection(asyncio.Protocol):
         lines += [f"{k}: {v}" for k, v in extra.items()]
         close = headers.get("connection", "").lower() == "close"
         lines.append("Connection: close" if close else "Connection: keep-alive")
+        if cut:  # the head and half of the body, then the connection dies: the answer ends part-way through
+            self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data[:len(data) // 2])
+            self.transport.close()
+            return False
         self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
         if close:
             self.transport.close()
@@ -170,6 +198,10 @@ class StockService:
         self.replayed = 0  # writes answered from a key already applied
         self._answers: dict[str, dict] = {}  # idempotency key -> the answer given when it was applied
         self._drop_next = False
+        self._cut_next = False
+        self._hold_next = False
+        self._held: tuple | None = None  # (connection, the write) read and held, unanswered
+        self.held_given_up = 0  # held writes whose connection the client closed while they waited
         self._refuse = 0  # writes still to refuse (refuse_next_writes)
         self._unavailable = 0  # writes still to answer 503 (unavailable_for_next_writes)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -194,6 +226,41 @@ class StockService:
         """Apply the next write, then close its connection without answering."""
         with self.lock:
             self._drop_next = True
+
+    def drop_mid_answer_after_next_write(self) -> None:
+        """Apply the next write, send the head of its answer and half of its body, then close its connection."""
+        with self.lock:
+            self._cut_next = True
+
+    def hold_next_write(self) -> None:
+        """Read the next write and leave it unapplied and unanswered until its connection closes or it is released."""
+        with self.lock:
+            self._hold_next = True
+
+    def stop_holding(self) -> None:
+        """Hold no further write (one held already stays held): for when the write to hold never came."""
+        with self.lock:
+            self._hold_next = False
+
+    def holding(self) -> bool:
+        """A held write still waits for its answer on a connection the client keeps open."""
+        with self.lock:
+            return self._held is not None
+
+    def release_held_write(self) -> None:
+        """Apply the held write and answer it, if its connection is still open; returns once done."""
+        done = threading.Event()
+
+        def release():
+            with self.lock:
+                held, self._held = self._held, None
+            if held is not None:
+                conn, write = held
+                conn._send(*self._apply(*write), {})
+            done.set()
+
+        self._loop.call_soon_threadsafe(release)
+        done.wait(10.0)  # against a hang only
 
     def refuse_next_writes(self, n: int) -> None:
         """Close the connection of each of the next `n` writes as it arrives, unapplied (an upstream that is down)."""
@@ -262,21 +329,32 @@ class StockService:
                 if self._unavailable:
                     self._unavailable -= 1
                     return 503, {"error": "the stock service is down"}, {}
-                if key is not None and key in self._answers:
-                    self.replayed += 1
-                    return 201, self._answers[key], {"Idempotent-Replayed": "true"}
-                if self.stock.get(sku, 0) < qty:
-                    return 409, {"error": f"only {self.stock.get(sku, 0)} {sku} left"}, {}
-                self.stock[sku] -= qty
-                answer = {"reservation": len(self.applied) + 1, "order": order, "sku": sku, "qty": qty}
-                self.applied.append(answer)
-                if key is not None:
-                    self._answers[key] = answer
-                if self._drop_next:
-                    self._drop_next = False
-                    return None, None, None
-                return 201, answer, {}
+                if self._hold_next:
+                    self._hold_next = False
+                    return _HOLD, (order, sku, qty, key), None
+            return self._apply(order, sku, qty, key)
         return 404, {"error": f"no route {method} {path}"}, {}
+
+    def _apply(self, order: str, sku: str, qty: int, key: str | None):
+        """A write that arrived, applied once per key: (status, payload, extra headers), status None to close."""
+        with self.lock:
+            if key is not None and key in self._answers:
+                self.replayed += 1
+                return 201, self._answers[key], {"Idempotent-Replayed": "true"}
+            if self.stock.get(sku, 0) < qty:
+                return 409, {"error": f"only {self.stock.get(sku, 0)} {sku} left"}, {}
+            self.stock[sku] -= qty
+            answer = {"reservation": len(self.applied) + 1, "order": order, "sku": sku, "qty": qty}
+            self.applied.append(answer)
+            if key is not None:
+                self._answers[key] = answer
+            if self._drop_next:
+                self._drop_next = False
+                return None, None, None
+            if self._cut_next:
+                self._cut_next = False
+                return 201, answer, {_CUT: True}
+            return 201, answer, {}
 
     def __enter__(self) -> Self:
         started = threading.Event()
@@ -389,9 +467,10 @@ class Container:
         raise ContainerDied(f"the container process {how} while {doing}"
                             + (":\n    " + "\n    ".join(tail) if tail else ""))
 
-    def invoke(self, event: dict, what: str) -> dict:
-        """Call handler(event) once in the container: {"value"} or {"error"} or {"hang"}, and "tasks"."""
-        self.proc.stdin.write((json.dumps({"event": event, "what": what}) + "\n").encode())
+    def invoke(self, event: dict, what: str, budget: float = LAMBDA_TIMEOUT) -> dict:
+        """Call handler(event, context) once in the container, the context's time left `budget` seconds:
+        {"value"} or {"error"} or {"hang"}, and "tasks"."""
+        self.proc.stdin.write((json.dumps({"event": event, "what": what, "budget": budget}) + "\n").encode())
         self.proc.stdin.flush()
         return self._read(self.hang_after + 15.0, "it ran handler(event)")
 
@@ -477,6 +556,19 @@ def _pending_tasks() -> list[str]:
     return sorted(out)
 
 
+class LambdaContext:
+    """What the Lambda runtime hands handler as `context`: the invocation's id and the time it has left."""
+
+    def __init__(self, budget: float, number: int):
+        self._deadline = time.monotonic() + budget
+        self.aws_request_id = f"00000000-0000-4000-8000-{number:012d}"
+        self.function_name = "reserve-stock"
+        self.memory_limit_in_mb = 128
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
 def _learner_lines(exc: BaseException) -> list[str]:
     frames = [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)]
     return describe_frames(frames, fallback=False)
@@ -508,7 +600,7 @@ def _serve(impl: Path) -> None:
         return
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
-    for line in sys.stdin:
+    for number, line in enumerate(sys.stdin, 1):
         ask = json.loads(line)
         if "other_post" in ask:
             _write(out, _other_post(**ask["other_post"]))
@@ -517,7 +609,7 @@ def _serve(impl: Path) -> None:
         done = threading.Event()
         threading.Thread(target=_watch, args=(done, threading.get_ident(), out, writing, hung), daemon=True).start()
         try:
-            answer["value"] = kata.handler(ask["event"], None)
+            answer["value"] = kata.handler(ask["event"], LambdaContext(ask.get("budget", LAMBDA_TIMEOUT), number))
         except BaseException as exc:  # noqa: BLE001 - handed to the test, type and message
             answer["error"] = {"type": type(exc).__name__, "message": str(exc), "lines": _learner_lines(exc)}
         with writing:
