@@ -10,8 +10,10 @@ would all wait for the loop that is frozen.
 Frozen means the loop's thread ran or slept all that time. A thread that waits
 for a CPU (a busy node, a CPU limit's throttling) is not frozen, and ending its
 worker only adds a restart to the load: the kernel counts how long each thread
-has waited for a CPU (/proc/thread-self/schedstat), so that time is taken off,
-and no verdict is given while the loop's thread is waiting for one right now.
+has waited for a CPU (/proc/thread-self/schedstat), so the beats and the looks
+are on the loop's own clock, which stands still while its thread waits, and no
+verdict is given while the loop's thread is waiting for one right now (a wait is
+counted only once it ends).
 """
 import asyncio
 import logging
@@ -41,22 +43,25 @@ class Watchdog:
     def __init__(self, loop: asyncio.AbstractEventLoop, limit: float):
         self.loop, self.limit, self.tick = loop, limit, limit / BEATS_PER_LIMIT
         self.loop_thread = threading.get_native_id()  # made on the loop's thread, by start()
-        self.beat = (time.monotonic(), cpu_of(self.loop_thread)[1])  # when the loop last turned; its CPU wait then
+        self.last_beat = self.loop_clock()
         self.thread = threading.Thread(target=self._watch, name="loop watchdog", daemon=True)
 
+    def loop_clock(self) -> float:
+        """time.monotonic() less the seconds the loop's thread has waited for a CPU: stands still while it waits."""
+        return time.monotonic() - cpu_of(self.loop_thread)[1]
+
     def _beat(self) -> None:
-        self.beat = (time.monotonic(), cpu_of(self.loop_thread)[1])  # one tuple: the thread reads both or neither
+        self.last_beat = self.loop_clock()
         self.loop.call_later(self.tick, self._beat)
 
     def _watch(self) -> None:
         ran_before = None
         while not self.loop.is_closed():
             time.sleep(self.tick)
-            beat_at, waited_then = self.beat
-            ran, waited, runnable = cpu_of(self.loop_thread)
+            ran, _, runnable = cpu_of(self.loop_thread)
             waiting_now = runnable and ran == ran_before  # runnable, and no CPU since the last look: it waits for one
             ran_before = ran
-            frozen = time.monotonic() - beat_at - (waited - waited_then)  # still, less the time it waited for a CPU
+            frozen = self.loop_clock() - self.last_beat  # on the loop's clock: its waits for a CPU do not count
             if frozen > self.limit and not waiting_now and not self.loop.is_closed():
                 log.critical("event loop frozen for %.1f s (limit %.1f s): exiting so that the worker is replaced",
                              frozen, self.limit)

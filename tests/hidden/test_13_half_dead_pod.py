@@ -96,6 +96,8 @@ BUSY_TIMES = 17  # ...this many times: over seven limits in all. A heartbeat sta
 STARVE_LIMIT = 0.2  # WORKER_FREEZE_LIMIT while a worker's loop is kept waiting for a CPU...
 STARVED_FOR = 0.4  # ...until its loop has not turned for this long, twice its limit (its beat file: a state)...
 STARVE_WITHIN = 10.0  # ...which it reaches in about a second, this at most (a deadline: then the run is not judged)
+WAITED_IN_ALL = GONE_WITHIN + 0.5  # seconds the loop's thread must have waited for a CPU in its life (the kernel's
+#                                    count) before the test freezes it: the wait before its last beat is no excuse
 IDLE_CPU = 0.5  # share of one CPU a worker whose loop waits for nothing may use at most: a watchdog that spins uses all
 CLOCK_STEP = 3600.0  # seconds worker A's wall clock steps forward at each hold, as NTP steps a VM's clock once it resumes
 CLOCK_HOLDS = 3  # holds of BUSY seconds, each with its step: a watchdog on the wall clock must miss all three to pass
@@ -1058,8 +1060,10 @@ def a_loop_waiting_for_a_cpu_is_not_frozen_once(pods, impl):
                                      "count of each thread's wait for one (/proc/PID/task/TID/schedstat), which this "
                                      "machine's kernel does not keep.")
         with Starved(pod, pinned[starved][0], starved, thread):
-            wait_until(lambda: not alive(starved) or (pod.beat_age(starved) or 0.0) >= STARVED_FOR, STARVE_WITHIN,
-                       every=0.02)
+            wait_until(lambda: not alive(starved) or ((pod.beat_age(starved) or 0.0) >= STARVED_FOR
+                                                      and (cpu_wait_of_thread(starved, thread) or 0.0) >= WAITED_IN_ALL),
+                       STARVE_WITHIN, every=0.02)
+            in_all = cpu_wait_of_thread(starved, thread) or 0.0
             still_for = pod.beat_age(starved) or 0.0  # how long its loop had not turned, seen now or at its exit
             waited = (cpu_wait_of_thread(starved, thread) or waited_before) - waited_before
         heard = answered(pod, pinned[starved][0], starved, "worker A", float("inf"), ages)  # the CPU free again
@@ -1076,10 +1080,23 @@ def a_loop_waiting_for_a_cpu_is_not_frozen_once(pods, impl):
             f"(the second number of /proc/thread-self/schedstat), and a thread that waits for one is runnable "
             f"(state R in /proc/PID/task/TID/stat) without running"
         )
-        if still_for < STARVED_FOR:
-            raise HeldByTheMachine(f"the test could not keep worker A's loop waiting for a CPU for {STARVED_FOR:g} s "
-                                   f"within {STARVE_WITHIN:g} s (only {still_for:.2f} s)")
+        if still_for < STARVED_FOR or in_all < WAITED_IN_ALL:
+            raise HeldByTheMachine(f"the test could not keep worker A's loop waiting for a CPU for {STARVED_FOR:g} s, "
+                                   f"and {WAITED_IN_ALL:g} s in all, within {STARVE_WITHIN:g} s (only {still_for:.2f} s, "
+                                   f"and {in_all:.2f} s)")
         assert heard and answered(pod, pinned[other][0], other, "worker B", STARVE_LIMIT, ages), (
             f"expected both workers to answer /health on their keep-alive connections once the CPU was free again, "
             f"one did not{still(other, ages)} ({how})"
+        )
+        # Then a freeze of the same loop, its thread having waited for a CPU for WAITED_IN_ALL s or more in its life.
+        pinned[starved][0].send("/_drill/freeze?seconds=60&in=c")
+        assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == starved], hang_after()), (
+            f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
+        )
+        assert wait_until(lambda: not alive(starved), GONE_WITHIN, every=0.02), (
+            f"expected worker A to exit once its loop, which had waited {in_all:.2f} s for a CPU in its life, had been "
+            f"frozen (GET /_drill/freeze?seconds=60&in=c) longer than {STARVE_LIMIT:g} s, but it was still running "
+            f"{GONE_WITHIN:g} s later: only the time the loop's thread waited for a CPU since its last beat is no "
+            f"freeze; the waits before that beat, however long, must not put off the verdict on a freeze after it "
+            f"({how})"
         )
