@@ -30,14 +30,7 @@ the drill's routes in front of it:
   has a request waiting (CRASH_ASKED_WITHIN at most), as a worker that dies
   busy has requests in flight.
 
-- `GET /_drill/hogs?cpu=N` starts STARVING_HOGS processes of the worker's
-  own (in its session, which the kernel weighs as one group) that run on CPU N
-  without a pause: with the loop's thread kept to that CPU at the lowest
-  weight (`Starved`, on the test's side), the loop waits for a CPU, never
-  frozen.
-
-A worker records the thread its event loop runs on ("loop", at start) and each
-connection it sees ("connected", with the client's
+A worker records each connection it sees ("connected", with the client's
 port), so that the tests can count the drill's connections. With
 $HALF_DEAD_STRANGERS set (to the pod's port), each worker, before it answers a connection's first
 request, makes two more connections on the host whose client's port number is
@@ -100,15 +93,6 @@ STARTED_WITHIN = 20.0  # seconds for both workers to serve (a deadline against a
 BEAT_EVERY = 0.05  # seconds between two stamps of a worker's loop in its beat file
 SAME_PORT_PEERS = 8  # connections on [::1] to the pod's port number, from client ports below and above the drill's
 CRASH_ASKED_WITHIN = 0.2  # seconds, at most, /_drill/crash waits for a request on another connection before it dies
-STARVING_HOGS = 3  # processes that run without a pause on the CPU a starved loop's thread is kept to
-HOG = """
-import ctypes, os, sys
-ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: gone with the test
-os.sched_setaffinity(0, {int(sys.argv[1])})
-print("running", flush=True)
-while True:
-    pass
-"""
 
 
 # --- the server's side: runs in each uvicorn worker ---------------------------------------------
@@ -190,7 +174,6 @@ def _start_beating() -> None:
         os.pwrite(fd, f"{time.monotonic():24.6f}".encode(), 0)  # same width each time: one whole number
         loop.call_later(BEAT_EVERY, beat)
 
-    _write_record(event="loop", thread=threading.get_native_id())  # the thread the event loop runs on
     beat()
 
 
@@ -330,15 +313,6 @@ def drilled_app():
                     strangers.append(Strangers(int(os.environ["HALF_DEAD_STRANGERS"])))
                 strangers[0].match(client)
             _write_record(event="connected", client=client)
-        if drill == "hogs":  # processes of this worker's own session: the kernel weighs a session's threads together
-            cpu = int(parse_qs(scope["query_string"].decode())["cpu"][0])
-            hogs = [await asyncio.create_subprocess_exec(sys.executable, "-c", HOG, str(cpu), stdin=subprocess.DEVNULL,
-                                                         stdout=subprocess.PIPE) for _ in range(STARVING_HOGS)]
-            for hog in hogs:  # without holding the loop: the worker's watchdog is watching it
-                await hog.stdout.readline()  # kept to the CPU, and running
-            _write_record(event="hogs", hogs=[hog.pid for hog in hogs], cpu=cpu)
-            await _answer(send, 200, {"hogs": [hog.pid for hog in hogs]})
-            return
         if drill == "crash":
             _write_record(event="began", drill=drill, seconds=0, client=client)
             _reset_every_connection_and_exit(client, CRASH_ASKED_WITHIN)
@@ -501,7 +475,6 @@ class Pod:
         self.pinned: list[Pinned] = []
         self.seen = 0  # lines of the record that earlier tests on this pod wrote
         self.ended = False
-        self.spoiled = False  # a test changed a worker in a way the next test must not meet: not handed on
         self.releases = itertools.count(1)
 
     def __enter__(self) -> Pod:
@@ -583,10 +556,6 @@ class Pod:
         except (OSError, ValueError):
             return None
 
-    def loop_thread(self, pid: int) -> int | None:
-        """The thread worker `pid`'s event loop runs on (its record), None if it has not said."""
-        return next((r["thread"] for r in self.whole_record() if r["event"] == "loop" and r["pid"] == pid), None)
-
     def log(self) -> str:
         return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
 
@@ -651,51 +620,6 @@ class Pod:
             time.sleep(0.01)
         raise RuntimeError(f"expected every worker of uvicorn --workers {self.size} to serve within {within:g} s, but the ones "
                            f"that answered were {sorted(owned) or 'none'}; the server's log:\n{self.log()[-2000:]}")
-
-
-def cpu_wait_of_thread(pid: int, tid: int) -> float | None:
-    """Seconds thread `tid` of process `pid` has waited for a CPU so far (its schedstat), None if the kernel keeps
-    no such count (or the thread is gone)."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class Starved:
-    """Worker `pid`'s event loop kept waiting for a CPU, as on a busy node: the loop's thread `tid` is kept to one CPU
-    with the kernel's lowest weight (SCHED_IDLE, which a process may give a thread of its own user's), beside
-    STARVING_HOGS processes that the worker starts (GET /_drill/hogs: in its own session, which the kernel weighs as
-    one group) and that run on that CPU without a pause. The loop is never frozen: whenever the kernel gives its
-    thread a turn, it runs. The worker's other threads (its watchdog's) are left as they were. Leaving the block kills
-    the hogs and, where the test may (as root), gives the thread its place back; the pod is not handed on either way."""
-
-    def __init__(self, pod, pinned: Pinned, pid: int, tid: int):
-        self.pod, self.pinned, self.pid, self.tid = pod, pinned, pid, tid
-        self.hogs: list[int] = []
-        self.cpus = os.sched_getaffinity(tid)
-
-    def __enter__(self) -> Starved:
-        self.pod.spoiled = True
-        cpu = min(self.cpus)
-        try:
-            self.hogs = self.pinned.get(f"/_drill/hogs?cpu={cpu}")["hogs"]
-            os.sched_setaffinity(self.tid, {cpu})
-            os.sched_setscheduler(self.tid, os.SCHED_IDLE, os.sched_param(0))
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for hog in self.hogs:
-            with contextlib.suppress(OSError):  # gone with its worker already
-                os.kill(hog, signal.SIGKILL)
-        with contextlib.suppress(OSError):  # only root may raise a thread out of SCHED_IDLE
-            os.sched_setscheduler(self.tid, os.SCHED_OTHER, os.sched_param(0))
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(self.tid, self.cpus)
 
 
 class Pods:
@@ -773,7 +697,7 @@ class Pods:
         except BaseException:
             self._drop(pod)
             raise
-        if not pod.spoiled and pod.settled(sorted(owned)):
+        if pod.settled(sorted(owned)):
             with self.lock:
                 if not self.closed and key not in self.idle:
                     self.idle[key] = pod

@@ -54,15 +54,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from half_dead_pod_harness import (
-    STARVING_HOGS,
-    Ahead,
-    Pods,
-    Starved,
-    alive,
-    cpu_wait_of_thread,
-    wait_until,
-)
+from half_dead_pod_harness import Ahead, Pods, alive, wait_until
 
 from loopkata.services import ServiceUnavailable
 from loopkata.testing import (
@@ -93,11 +85,6 @@ BUSY_TIMES = 17  # ...this many times: over seven limits in all. A heartbeat sta
 #                  stamp falls due just after a hold begins: a whole limit old, and held back for most of the hold.
 #                  A watchdog that stamps and looks only every few limits looks during the spells at least once,
 #                  mostly twice, and each time the stamp due just before is held back unless it fell in a gap
-STARVE_LIMIT = 0.2  # WORKER_FREEZE_LIMIT while a worker's loop is kept waiting for a CPU...
-STARVED_FOR = 0.4  # ...until its loop has not turned for this long, twice its limit (its beat file: a state)...
-STARVE_WITHIN = 10.0  # ...which it reaches in about a second, this at most (a deadline: then the run is not judged)
-WAITED_IN_ALL = GONE_WITHIN + 0.5  # seconds the loop's thread must have waited for a CPU in its life (the kernel's
-#                                    count) before the test freezes it: the wait before its last beat is no excuse
 IDLE_CPU = 0.5  # share of one CPU a worker whose loop waits for nothing may use at most: a watchdog that spins uses all
 CLOCK_STEP = 3600.0  # seconds worker A's wall clock steps forward at each hold, as NTP steps a VM's clock once it resumes
 CLOCK_HOLDS = 3  # holds of BUSY seconds, each with its step: a watchdog on the wall clock must miss all three to pass
@@ -305,7 +292,6 @@ def watchdog_tests_ahead(ahead, pods, kata) -> None:
     ahead.begin(a_frozen_worker_is_replaced, pods, impl_of(kata))
     ahead.begin(a_busy_loop_does_not_cost_its_worker_its_life, pods, impl_of(kata))
     ahead.begin(a_wall_clock_step_is_no_freeze, pods, impl_of(kata))
-    pods.prestart(impl_of(kata), STARVE_LIMIT)  # its test runs last, alone: it takes a CPU from the others for a second
 
 
 def impl_of(kata) -> Path:
@@ -1036,67 +1022,4 @@ def a_wall_clock_step_is_no_freeze_once(pods, impl):
             f"in {idle_for:.2f} s (/proc/{other}/stat): a watchdog whose heartbeat and look come every 0 s (a limit "
             f"of {BUSY_LIMIT:g} s divided with //, say) spins the event loop and its own thread, and takes a CPU from "
             f"the pod for good ({how})"
-        )
-
-
-def test_a_worker_whose_loop_waits_for_a_cpu_keeps_running(kata, pods, ahead):
-    """a worker whose event loop only waits for a CPU (a busy node, a CPU limit's throttling) longer than WORKER_FREEZE_LIMIT is not frozen: it keeps running and serving"""
-    a_loop_waiting_for_a_cpu_is_not_frozen(pods, impl_of(kata))
-
-
-def a_loop_waiting_for_a_cpu_is_not_frozen(pods, impl):
-    """What test_a_worker_whose_loop_waits_for_a_cpu_keeps_running checks, on a pod of its own."""
-    return judged(a_loop_waiting_for_a_cpu_is_not_frozen_once, pods, impl)
-
-
-def a_loop_waiting_for_a_cpu_is_not_frozen_once(pods, impl):
-    with pods.lease(impl, STARVE_LIMIT) as (pod, pinned):
-        starved, other = sorted(pinned)
-        ages: dict = {}
-        thread = wait_until(lambda: pod.loop_thread(starved), hang_after())
-        waited_before = cpu_wait_of_thread(starved, thread) if thread else None
-        if waited_before is None:
-            raise ServiceUnavailable("This test keeps a worker's event loop waiting for a CPU, and needs the kernel's "
-                                     "count of each thread's wait for one (/proc/PID/task/TID/schedstat), which this "
-                                     "machine's kernel does not keep.")
-        with Starved(pod, pinned[starved][0], starved, thread):
-            wait_until(lambda: not alive(starved) or ((pod.beat_age(starved) or 0.0) >= STARVED_FOR
-                                                      and (cpu_wait_of_thread(starved, thread) or 0.0) >= WAITED_IN_ALL),
-                       STARVE_WITHIN, every=0.02)
-            in_all = cpu_wait_of_thread(starved, thread) or 0.0
-            still_for = pod.beat_age(starved) or 0.0  # how long its loop had not turned, seen now or at its exit
-            waited = (cpu_wait_of_thread(starved, thread) or waited_before) - waited_before
-        heard = answered(pod, pinned[starved][0], starved, "worker A", float("inf"), ages)  # the CPU free again
-        gone = not alive(starved)
-        how = (f"the test kept the thread of worker A's event loop waiting for a CPU: kept to one CPU at the kernel's "
-               f"lowest weight (SCHED_IDLE) beside {STARVING_HOGS} processes of worker A's running there without a pause, so the loop ran "
-               f"whenever the kernel gave it a turn, and was never frozen; its loop had not turned for "
-               f"{still_for:.2f} s, its thread had waited {waited:.2f} s for a CPU (/proc/{starved}/task/{thread}/"
-               f"schedstat); WORKER_FREEZE_LIMIT={STARVE_LIMIT:g}, {HOW}")
-        assert not gone, (
-            f"expected worker A, whose loop only waited for a CPU, to keep running, but it exited ({how}): a loop "
-            f"whose thread waits for a CPU is not frozen, and on a busy node, or under a CPU limit's throttling, "
-            f"ending its worker only adds a restart to the load; the kernel counts each thread's wait for a CPU "
-            f"(the second number of /proc/thread-self/schedstat), and a thread that waits for one is runnable "
-            f"(state R in /proc/PID/task/TID/stat) without running"
-        )
-        if still_for < STARVED_FOR or in_all < WAITED_IN_ALL:
-            raise HeldByTheMachine(f"the test could not keep worker A's loop waiting for a CPU for {STARVED_FOR:g} s, "
-                                   f"and {WAITED_IN_ALL:g} s in all, within {STARVE_WITHIN:g} s (only {still_for:.2f} s, "
-                                   f"and {in_all:.2f} s)")
-        assert heard and answered(pod, pinned[other][0], other, "worker B", STARVE_LIMIT, ages), (
-            f"expected both workers to answer /health on their keep-alive connections once the CPU was free again, "
-            f"one did not{still(other, ages)} ({how})"
-        )
-        # Then a freeze of the same loop, its thread having waited for a CPU for WAITED_IN_ALL s or more in its life.
-        pinned[starved][0].send("/_drill/freeze?seconds=60&in=c")
-        assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == starved], hang_after()), (
-            f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
-        )
-        assert wait_until(lambda: not alive(starved), GONE_WITHIN, every=0.02), (
-            f"expected worker A to exit once its loop, which had waited {in_all:.2f} s for a CPU in its life, had been "
-            f"frozen (GET /_drill/freeze?seconds=60&in=c) longer than {STARVE_LIMIT:g} s, but it was still running "
-            f"{GONE_WITHIN:g} s later: only the time the loop's thread waited for a CPU since its last beat is no "
-            f"freeze; the waits before that beat, however long, must not put off the verdict on a freeze after it "
-            f"({how})"
         )
