@@ -34,7 +34,9 @@ import ssl
 import sys
 import threading
 import time
+import traceback
 from contextlib import contextmanager
+from pathlib import Path
 
 import uvicorn
 
@@ -273,7 +275,10 @@ class Served:
         state = self._state
         state["record"] = record
         state["give up at"] = time.monotonic() + SHUTDOWN_GUARD
-        self.loop.call_soon_threadsafe(state["stop"].set)
+        try:
+            self.loop.call_soon_threadsafe(state["stop"].set)
+        except RuntimeError:  # the loop has closed before the test stopped it
+            raise AssertionError(self.ended_on_its_own()) from None
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if state["watched"].wait(0.02):
@@ -313,6 +318,16 @@ class Served:
             if self._held():
                 return "blocked"
         return "stuck"
+
+    def ended_on_its_own(self) -> str:
+        """Why the server's event loop ended before the test stopped it, in words."""
+        error = self._state.get("error")
+        if error is None:
+            return "expected the server's event loop to run until the test stopped it, but it had already ended"
+        last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+        where = f" (raised at {Path(last[0].filename).name}:{last[0].lineno} in {last[0].name})" if last else ""
+        return (f"expected the server's event loop to run until the test stopped it, but it had ended on its own "
+                f"with {type(error).__name__}: {error}{where}")
 
     def _held(self) -> bool:
         lines = self.loop_held()
