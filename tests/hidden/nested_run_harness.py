@@ -17,8 +17,10 @@
   again later, through a callback the event loop must run: so it also tells
   whether the loop still runs while the shutdown waits. The server's event
   loop has a clock the test can move forward (`ClockLoop`): a look may first
-  put it days ahead, so that every deadline the app set itself on that loop
-  has passed, as it would for a job that ran that long, without the wait.
+  put it days ahead, and the `time` module's clocks as the app's own modules
+  see them (`MovedClocks`), so that every deadline the app set itself on that
+  loop or on those clocks has passed, as it would for a job that ran that
+  long, without the wait.
 - `JobLog`: every record of the logger `reports.jobs`, with its traceback.
 
 Nothing here outlives its `with` block: the warehouse lets every call go before
@@ -35,12 +37,13 @@ import sys
 import threading
 import time
 import traceback
+import types
 from contextlib import contextmanager
 from pathlib import Path
 
 import uvicorn
 
-from loopkata.testing import describe_frames
+from loopkata.testing import describe_frames, is_learner_file
 
 JOBS_LOGGER = "reports.jobs"
 A_WEEK = 7 * 24 * 3600.0  # seconds a look may move the server's event loop clock ahead: longer than any deadline a shutdown sets itself
@@ -237,6 +240,65 @@ class ClockLoop(asyncio.SelectorEventLoop):
         return super().time() + self.ahead
 
 
+class MovedClocks:
+    """The clocks of the `time` module as the code under test sees them, moved forward with the loop's.
+
+    A deadline the code under test sets itself on time.monotonic(), time.time() or time.perf_counter()
+    (or their _ns forms) is moved past as one set on the loop is: every module of the implementation
+    that holds `time` (import time) gets a copy whose clocks are `ahead` seconds ahead, and every name
+    it bound to one of those clocks (from time import monotonic) the clock moved. The tests' own
+    clocks, uvicorn's and asyncio's are untouched. `undo()` puts every name back.
+    """
+
+    NAMES = ("monotonic", "perf_counter", "time")
+
+    def __init__(self):
+        self.ahead = 0.0
+        self._put_back: list[tuple[object, str, object]] = []  # (module, name, what it held)
+        self._moved = types.ModuleType("time", time.__doc__)
+        self._moved.__dict__.update({k: v for k, v in vars(time).items() if not k.startswith("__")})
+        self._clock_for = {}
+        for name in self.NAMES:
+            real, real_ns = getattr(time, name), getattr(time, f"{name}_ns")
+            moved = self._later(real)
+            moved_ns = self._later_ns(real_ns)
+            setattr(self._moved, name, moved)
+            setattr(self._moved, f"{name}_ns", moved_ns)
+            self._clock_for[real], self._clock_for[real_ns] = moved, moved_ns
+
+    def _later(self, real):
+        return lambda: real() + self.ahead
+
+    def _later_ns(self, real_ns):
+        return lambda: real_ns() + int(self.ahead * 1_000_000_000)
+
+    def move(self, seconds: float) -> None:
+        """Move the code under test's clocks `seconds` forward (its modules are found the first time)."""
+        if not self._put_back:
+            for module in list(sys.modules.values()):
+                if isinstance(getattr(module, "__file__", None), str) and is_learner_file(module.__file__):
+                    self._take_over(module)
+        self.ahead += seconds
+
+    def _take_over(self, module) -> None:
+        for name, value in list(vars(module).items()):
+            if value is time:
+                replacement = self._moved
+            else:
+                try:
+                    replacement = self._clock_for.get(value)
+                except TypeError:  # a value that cannot be a dict key is not a clock
+                    replacement = None
+            if replacement is not None:
+                self._put_back.append((module, name, value))
+                setattr(module, name, replacement)
+
+    def undo(self) -> None:
+        for module, name, value in reversed(self._put_back):
+            setattr(module, name, value)
+        self._put_back.clear()
+
+
 class Served:
     """The app under test, served by uvicorn: its base URL, and the thread that runs its event loop."""
 
@@ -301,7 +363,7 @@ class Served:
         if state["finished"].is_set():
             return "done"
         state["give up at"] = time.monotonic() + SHUTDOWN_GUARD
-        watching = quiet_turns(state["ending"], ahead)
+        watching = quiet_turns(state["ending"], ahead, state["clocks"])
         try:
             watch = asyncio.run_coroutine_threadsafe(watching, self.loop)
         except RuntimeError:  # the loop has closed: the shutdown ended, or the server gave up on it
@@ -372,7 +434,7 @@ def served(app, log_level: str = "error", job_threads: int | None = None):
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, log_level=log_level,
                             lifespan="on", access_log=False)
     server = uvicorn.Server(config)
-    state = {"watched": threading.Event(), "finished": threading.Event(), "within": ""}
+    state = {"watched": threading.Event(), "finished": threading.Event(), "within": "", "clocks": MovedClocks()}
     ready = threading.Event()
 
     async def main():
@@ -446,13 +508,18 @@ def served(app, log_level: str = "error", job_threads: int | None = None):
         thread.join(5)
         server_log.removeHandler(errors)
         server_log.propagate = propagates
+        state["clocks"].undo()
 
 
-async def quiet_turns(ending: asyncio.Task, ahead: float = 0.0) -> str:
+async def quiet_turns(ending: asyncio.Task, ahead: float = 0.0, clocks: MovedClocks | None = None) -> str:
     """Watch the app's shutdown for QUIET_TURNS turns of the event loop: "done" if it ends within them, else "waiting".
 
-    With `ahead`, move the loop's clock that many seconds forward first (a ClockLoop's)."""
-    asyncio.get_running_loop().ahead += ahead
+    With `ahead`, move the loop's clock (a ClockLoop's) and the code under test's `clocks` that many
+    seconds forward first, at the same moment."""
+    if ahead:
+        asyncio.get_running_loop().ahead += ahead
+        if clocks is not None:
+            clocks.move(ahead)
     for _ in range(QUIET_TURNS):
         if ending.done():
             break

@@ -9,8 +9,9 @@ it go: so a test decides from what happened while a job was held (did the
 request answer, did /health answer, did the shutdown wait), never from how
 fast it went. The shutdown tests stop the server as uvicorn does on
 SIGTERM and hold a job longer than any drain with a deadline would wait: they
-move the server's event loop clock a week ahead (nested_run_harness.ClockLoop)
-and ask that loop to run a callback. One test narrows the loop's default
+move the server's event loop clock a week ahead (nested_run_harness.ClockLoop),
+and with it the `time` module's clocks as the app's modules see them
+(nested_run_harness.MovedClocks), and ask that loop to run a callback. One test narrows the loop's default
 executor to a few threads and fills it with held jobs. One test calls jobs.dispatch() directly on an event loop of its
 own and counts the jobs' tasks left in memory afterwards. Every wait has a
 deadline, and the warehouse lets every call go before the server is stopped.
@@ -441,8 +442,9 @@ def test_shutdown_waits_for_a_running_job(kata):
     """the app's shutdown waits, without blocking the event loop, for a job held longer than any deadline, and the job finishes before the server stops"""
     customer = "held-store-eve"
     how = (f"the warehouse held the job's store call while the server shut down as on SIGTERM (listeners closed, "
-           f"then the app's lifespan, which calls jobs.drain()), until the event loop's clock had moved a week "
-           f"ahead (so every deadline set on it had passed), then let it go, {HOW}")
+           f"then the app's lifespan, which calls jobs.drain()), until the event loop's clock, and time.monotonic(), "
+           f"time.time() and time.perf_counter() as the app's modules see them, had moved a week ahead (so every "
+           f"deadline set on them had passed), then let it go, {HOW}")
     jobs = part(kata, "jobs")
     with Warehouse() as warehouse, JobLog() as log:
         with served(part(kata, "app").create_app(warehouse.url)) as server:
@@ -485,7 +487,8 @@ def test_shutdown_waits_for_a_running_job(kata):
                         f"jobs.drain() returned while the warehouse still held the job (still {state!r}), once the "
                         f"event loop's clock had moved a week ahead: drain() waited for the job a while, then stopped "
                         f"waiting before it ended, as a wait with a deadline does (asyncio.wait(..., timeout=...), "
-                        f"asyncio.timeout(), asyncio.wait_for()), however long the deadline; the platform stops the "
+                        f"asyncio.timeout(), asyncio.wait_for(), a loop until time.monotonic() passes a deadline), "
+                        f"however long the deadline; the platform stops the "
                         f"process when its grace period ends, and a job still running then dies with it ({how})"
                     )
             finally:
