@@ -281,11 +281,11 @@ def test_a_write_applied_before_its_connection_died_is_applied_once(container, s
         expect_reservation(answer, what, order)
 
 
-RETRIED_IN_A_ROW = 8  # writes in one warm container whose connection dies once applied: more than any budget of retries
+RETRIED_IN_A_ROW = 40  # writes in one warm container whose connection dies once applied: more than any budget of retries
 
 
 def test_every_write_gets_its_own_retry(container, service):
-    """in one warm container, eight reservations in a row whose connection dies once applied are each sent again, returned and applied once"""
+    """in one warm container, forty reservations in a row whose connection dies once applied are each sent again, returned and applied once"""
     n = RETRIED_IN_A_ROW + 1
     expect_stock(invoke(container, lookup(service), call(1, n)), call(1, n), service.stock["kettle"])
     for i in range(2, n + 1):
