@@ -951,6 +951,53 @@ def test_lk14_leaves_alone_exec_an_init_that_signals_the_group_and_a_trap_that_w
         f"expected LK14 only on the compose worker's script and the branch without exec, got {found}")
 
 
+def test_lk14_flags_a_wait_that_set_e_ends_and_a_service_piped_into_another_command(tmp_path):
+    """LK14 flags a second `wait` that `set -e` never reaches and a service piped into `tee`, not the same with `|| true` or a pipe earlier"""
+    trap_and_two_waits = """
+        python app.py &
+        child=$!
+        trap 'kill -TERM "$child"' TERM INT
+        wait "$child"{guard}
+        wait "$child"
+    """
+    write(tmp_path, {
+        "set-e/entrypoint.sh": "#!/bin/sh\nset -eu\n" + textwrap.dedent(trap_and_two_waits.format(guard="")),
+        "shebang-e/entrypoint.sh": "#!/bin/sh -e\n" + textwrap.dedent(trap_and_two_waits.format(guard="")),
+        "errexit/entrypoint.sh": "#!/bin/bash\nset -o errexit\n" + textwrap.dedent(trap_and_two_waits.format(guard="")),
+        "guarded/entrypoint.sh": "#!/bin/sh\nset -e\n" + textwrap.dedent(trap_and_two_waits.format(guard=" || true")),
+        "set+e/entrypoint.sh": "#!/bin/sh\nset -e\nset +e\n" + textwrap.dedent(trap_and_two_waits.format(guard="")),
+        "no-set-e/entrypoint.sh": "#!/bin/sh\n" + textwrap.dedent(trap_and_two_waits.format(guard="")),
+        "trap-waits/entrypoint.sh": """
+            #!/bin/sh
+            set -e
+            python app.py &
+            child=$!
+            trap 'kill -TERM "$child"; wait "$child"' TERM INT
+            wait "$child"
+        """,
+        "tee/entrypoint.sh": """
+            #!/bin/sh
+            set -e
+            exec python service.py 2>&1 | tee -a /var/log/service.log
+        """,
+        "tee-no-exec/entrypoint.sh": """
+            #!/bin/sh
+            python service.py | tee /var/log/service.log
+        """,
+        "pipe-earlier/entrypoint.sh": """
+            #!/bin/sh
+            python make_config.py | tee /etc/service.conf
+            exec python service.py
+        """,
+    })
+    found = sorted((Path(f.path).relative_to(tmp_path).as_posix(), f.line)
+                   for f in scan.scan([tmp_path], select={"LK14"}).findings)
+    assert found == [("errexit/entrypoint.sh", 7), ("set-e/entrypoint.sh", 7), ("shebang-e/entrypoint.sh", 6),
+                     ("tee-no-exec/entrypoint.sh", 2), ("tee/entrypoint.sh", 3)], (
+        "expected LK14 on the first `wait` of each script under set -e (from `set -eu`, `set -o errexit` or the #! "
+        f"line) and on the service piped into tee, and nowhere else; got {found}")
+
+
 def test_lk15_leaves_alone_a_count_weighed_against_the_quota_and_a_pool_in_a_with_block(tmp_path):
     """LK15 flags a host CPU count that sizes a pool, not one only logged, one capped by the quota, or a short-lived pool"""
     write(tmp_path, {"pools.py": """

@@ -86,8 +86,9 @@ RULES = {  # id -> what it finds; rule LKnn is taught by kata nn. The README's t
             "`asyncio.sleep`), and `sys.exit(status)` in a function a `threading.Thread` runs, which ends that "
             "thread only",
     "LK14": "a container whose PID 1 is a shell that runs the Python service as its child, so SIGTERM is dropped: "
-            "an entrypoint script whose last command starts Python without `exec` (or in the background, with no "
-            "trap that forwards SIGTERM and waits until it has exited), and a Dockerfile `CMD`/`ENTRYPOINT` in "
+            "an entrypoint script whose last command starts Python without `exec`, or pipes it into another program, "
+            "or starts it in the background with no trap that forwards SIGTERM and waits until it has exited (under "
+            "`set -e`, an interrupted `wait` ends the script), and a Dockerfile `CMD`/`ENTRYPOINT` in "
             "shell form, or through `sh -c`, that starts Python",
     "LK15": "a pool, executor or worker count sized from the host's CPUs (`os.cpu_count()`, "
             "`multiprocessing.cpu_count()`, `os.process_cpu_count()`, `psutil.cpu_count()`) where the cgroup's CPU "

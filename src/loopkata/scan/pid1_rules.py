@@ -20,7 +20,10 @@ Read here:
   `exec`), or starts it in the background and waits without a trap that
   forwards SIGTERM, or with a trap whose single `wait` returns as soon as the
   trap has run, so the script (PID 1) ends and the kernel kills the service
-  mid-shutdown.
+  mid-shutdown; under `set -e` (or `#!/bin/sh -e`), a first `wait` not followed
+  by `|| ...` ends the script the same way, since the signal makes it return
+  143; or their last command pipes Python into another program (`exec python
+  app.py | tee log`: each part of a pipeline is the shell's child).
 
 Clean: `exec python ...`, `exec "$@"`, a trap that forwards SIGTERM and waits
 until the child has exited, a Dockerfile whose ENTRYPOINT is an init that
@@ -83,6 +86,7 @@ class Command:
     keyword: str = ""  # a shell keyword (if, fi, ;;, ...) or "" for a command
     loop_depth: int = 0  # inside how many while/until/for loops
     in_function: bool = False
+    sep: str = ""  # what ends it: "\n", ";", "&&", "||", "|" or "&"
 
     @property
     def exec(self) -> bool:
@@ -220,7 +224,8 @@ def commands(text: str) -> list[Command]:
                 continue
             break
         if args:
-            found.append(Command(line, args, background=sep == "&", loop_depth=loops, in_function="f" in blocks))
+            found.append(Command(line, args, background=sep == "&", loop_depth=loops, in_function="f" in blocks,
+                                 sep=sep))
         if sep == ";;":
             found.append(Command(line, [], keyword=";;", loop_depth=loops, in_function="f" in blocks))
     return found
@@ -343,11 +348,25 @@ def shell_problems(text: str, shell: str = "sh", lone_is_exec: bool = False) -> 
         inline = _inline_script(item.args)
         if inline is None and not starts_python(item.args):
             continue  # cheap first: only what starts Python is followed to the end of the script
+        if item.sep == "|" and not item.loop_depth and starts_python(item.args):
+            last = i
+            while last + 1 < len(items) and items[last].sep == "|":
+                last += 1
+            if _next_run(items, last, ends) is None and not items[last].background:
+                problems.append(Problem(item.line, (
+                    f"the last command pipes `{_shown(item.args)}` into `{_shown(items[last].args)}`: every part of a "
+                    "pipeline runs as a child of the shell (an `exec` inside one replaces only that child), so the "
+                    "shell stays PID 1 of the container and drops SIGTERM; the service is killed with SIGKILL after "
+                    f"the grace period, its shutdown never run: `exec {_shown(item.args)}` with no pipe (the platform "
+                    "keeps its output), or redirect the shell's output first (bash: `exec > >(tee FILE) 2>&1`)")))
+            continue
         if not item.background and (item.loop_depth or _next_run(items, i, ends) is not None):
             continue
         if item.background:
             if starts_python(item.args):
-                problems += _background(items, i, [items[w] for w in waits if w > i], trap)
+                later = [w for w in waits if w > i]
+                problems += _background(items, i, [items[w] for w in later], trap,
+                                        _errexit(text, items, later[0]) if later else False)
         elif inline is not None:
             inner_shell, inner = inline
             inner_problems = shell_problems(inner, inner_shell, lone_is_exec=inner_shell in ("bash", "zsh", "ksh"))
@@ -374,7 +393,24 @@ def _suggest(inner: str) -> str:
     return f"exec {_shown(runs[-1].args)}" if runs else "exec python ..."
 
 
-def _background(items: list[Command], i: int, waits: list[Command], trap: Command | None) -> list[Problem]:
+def _errexit(text: str, items: list[Command], upto: int) -> bool:
+    """Is `set -e` (errexit) on when items[upto] runs: from the script's #! line, then each `set` before it?"""
+    first = text.lstrip("\n").split("\n", 1)[0]
+    on = first.startswith("#!") and any(re.fullmatch(r"-[a-zA-Z]*e[a-zA-Z]*", w) for w in first.split()[1:])
+    for item in items[:upto]:
+        if item.args[:1] != ["set"] or item.in_function:
+            continue
+        args = item.args[1:]
+        for n, arg in enumerate(args):
+            if arg in ("-o", "+o") and n + 1 < len(args) and args[n + 1] == "errexit":
+                on = arg == "-o"
+            elif re.fullmatch(r"[-+][a-zA-Z]*e[a-zA-Z]*", arg):
+                on = arg.startswith("-")
+    return on
+
+
+def _background(items: list[Command], i: int, waits: list[Command], trap: Command | None,
+                errexit: bool = False) -> list[Problem]:
     service = items[i]
     if not waits:
         return []  # what the script runs after it is the main process; not judged here
@@ -384,12 +420,21 @@ def _background(items: list[Command], i: int, waits: list[Command], trap: Comman
             "has no trap for TERM: SIGTERM from `docker stop` is dropped, `wait` goes on, and the service is killed "
             f"with SIGKILL after the grace period; `exec {_shown(service.args)}` instead, or trap TERM, forward it "
             "to the child and wait until it has exited")), ]
-    if "wait" in trap.args[1] or len(waits) > 1 or any(w.loop_depth > service.loop_depth for w in waits):
+    if "wait" in trap.args[1]:
+        return []
+    if errexit and waits[0].sep not in ("||", "&&"):
+        return [Problem(waits[0].line, (
+            "the trap forwards SIGTERM, but under `set -e` this `wait` ends the script: interrupted by the signal, it "
+            "returns 143 (128 + SIGTERM), and errexit stops the shell before any `wait` after it, so PID 1 is gone "
+            "and the kernel kills the service with SIGKILL mid-shutdown; write `wait \"$child\" || true` before "
+            "waiting again, or wait inside the trap, or `exec` the service"))]
+    if len(waits) > 1 or any(w.loop_depth > service.loop_depth for w in waits):
         return []
     return [Problem(waits[-1].line, (
         "the trap forwards SIGTERM, but this `wait` returns as soon as the trap has run, before the service has "
         "stopped: the script ends, and once PID 1 is gone the kernel kills the service with SIGKILL mid-shutdown; "
-        "wait for the child again after the trap (a second `wait \"$child\"`, or a loop), or `exec` the service"))]
+        "wait for the child again after the trap (a second `wait \"$child\"`, or a loop; under `set -e`, "
+        "`wait \"$child\" || true` first), or `exec` the service"))]
 
 
 # --- Dockerfiles -------------------------------------------------------------------------
