@@ -52,7 +52,12 @@ VIEWPORT = {"width": 1280, "height": 900}
 
 # On top of the learner's lab settings (loopkata.learner.lab), for the test server only: cell timings
 # recorded, so a saved notebook says how long its run took.
-TIMING = {"@jupyterlab/notebook-extension:tracker": {"recordTiming": True}}
+# Autosave off: each notebook here is saved once, through the toolbar, after Run All. An autosave that comes
+# due while that save is on its way (a notebook whose Run All takes about the 120-s interval, on a busy
+# machine) makes the lab see the file "changed on disk" and hold every click behind its dialog.
+# test_learner_path.py has its own settings, with autosave on and soon, to show that saving changes nothing.
+TIMING = {"@jupyterlab/notebook-extension:tracker": {"recordTiming": True},
+          "@jupyterlab/docmanager-extension:plugin": {"autosave": False}}
 
 SERVER_START_TIMEOUT = 90
 KERNEL_IDLE_TIMEOUT = 120_000  # ms
