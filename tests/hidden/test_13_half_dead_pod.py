@@ -426,8 +426,10 @@ def drill_says_fail_once(pods, kata, size: int = 2, dual_stack: bool = True):
         waited = held.seconds
         spread, clients = first_connections(pod, workers)
         slow_clients = {r["client"] for r in pod.drills("freeze")}
-        polled = [r for r in pod.connections(besides=pod.pinned)
-                  if froze and r["pid"] == froze[0] and r["client"] not in slow_clients]
+        made = pod.connections(besides=pod.pinned)
+        polled = [r for r in made if froze and r["pid"] == froze[0] and r["client"] not in slow_clients]
+    if not froze:
+        void_while_a_worker_took_nothing(made, workers, verdict, waited)
     assert froze, (f"expected the drill to send GET {path}, but no worker served it, and the drill said {said(verdict)} "
                    f"({uvicorn(size)}{DUAL_STACK if pod.dual_stack else ''})")
     frozen, others = froze[0], [pid for pid in workers if pid != froze[0]]
@@ -520,6 +522,9 @@ def drill_says_pass_once(pods, kata, size: int = 2, dual_stack: bool = False, st
             verdict = verdict_of(runner, result)
             ended = [r["pid"] for r in pod.drills("wait", "ended")]  # by the time the drill spoke: a right one waited
         waited = held.seconds
+        made = pod.connections(besides=pod.pinned)
+    if not served:
+        void_while_a_worker_took_nothing(made, workers, verdict, waited)
     assert served, (f"expected the drill to send GET {path}, but no worker served it, and the drill said {said(verdict)} "
                     f"({uvicorn(size)}{DUAL_STACK if pod.dual_stack else ''})")
     if waited >= LIMIT and getattr(verdict, "outcome", None) != "pass":
@@ -799,6 +804,23 @@ def answers(pinned) -> bool:
 def test_a_frozen_worker_is_replaced(kata, pods, ahead):
     """a worker whose event loop stays frozen past WORKER_FREEZE_LIMIT (waiting inside C, or running Python code) exits, a new worker serves, and the other keeps running"""
     ahead.outcome(a_frozen_worker_is_replaced, pods, impl_of(kata))
+
+
+DEFAULT_MAX_CONNECTIONS = 64  # check_workers()'s max_connections as the starter states it
+
+
+def void_while_a_worker_took_nothing(made: list[dict], workers: list[int], verdict, waited: float) -> None:
+    """Raise HeldByTheMachine if the drill said void after its whole allowance of connections (`made`: the
+    workers' record of them) while a worker it was given accepted none: a worker kept from a CPU accepts nothing,
+    and the kernel hands every connection to the others, so a right drill can only say void."""
+    if getattr(verdict, "outcome", None) != "void":
+        return
+    untouched = sorted(set(workers) - {r["pid"] for r in made})
+    if untouched and len(made) >= DEFAULT_MAX_CONNECTIONS:
+        raise HeldByTheMachine(
+            f"the drill made {len(made)} connections and the kernel gave none to worker(s) "
+            f"{', '.join(map(str, untouched))} (the workers and the drill waited {waited:.1f} s for a CPU while it "
+            f"ran): a drill that cannot reach a worker says void, as this one did")
 
 
 class HeldByTheMachine(Exception):
