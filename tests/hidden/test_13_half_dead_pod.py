@@ -725,6 +725,7 @@ def test_the_drill_says_void_when_its_list_of_workers_is_out_of_date(kata, pods,
     drill_left_nothing_behind(threads, how, clients)
 
 
+VOID_AGAIN = 2  # runs again of a drill that said void where the record shows nothing that calls for it
 UNLISTED_RUNS = 4  # drill runs, each given one worker of two in turn: a drill that pins past a worker it was not
 #                   given and then sends its slow request to the one it was given says pass where it must say void
 
@@ -735,8 +736,15 @@ def test_the_drill_says_void_when_a_connection_reaches_a_worker_it_was_not_given
     path = "/_drill/wait?seconds=0.1"
     for run in range(UNLISTED_RUNS):
         # Given one worker of two, in turn: whichever worker the kernel favours, some runs reach the other first.
-        verdict, workers, record, clients, threads = one_drill(pods, kata, path, given=lambda w, run=run: [w[run % 2]],
-                                                               max_connections=VOID_CONNECTIONS)
+        for attempt in range(VOID_AGAIN + 1):
+            verdict, workers, record, clients, threads = one_drill(pods, kata, path, max_connections=VOID_CONNECTIONS,
+                                                                   given=lambda w, run=run: [w[run % 2]])
+            reached = {r["client"]: r["pid"] for r in record if r["event"] == "connected" and r["client"] in clients}
+            if getattr(verdict, "outcome", None) != "void" or set(reached.values()) != {workers[run % 2]}:
+                break
+            # Void although the record shows worker A alone: a worker writes a line for a client port only the first
+            # time it sees it, so a connection from a port it saw in an earlier test on this pod leaves none here,
+            # and the test cannot tell where it went. Run it again (a drill that always says void still fails).
         listed = workers[run % 2]
         slow = {r["client"] for r in record if r.get("drill") == "wait" and r["event"] == "began"}
         reached = {r["client"]: r["pid"] for r in record if r["event"] == "connected" and r["client"] in clients}
