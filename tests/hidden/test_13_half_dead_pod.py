@@ -125,6 +125,10 @@ class CpuWaitWhileDrilling:
         self._looking.start()
         return self
 
+    def so_far(self) -> float:
+        """The seconds counted up to the last look (every LOOK_EVERY seconds)."""
+        return self._wait.seconds
+
     def __exit__(self, *_) -> None:
         self._done.set()
         self._looking.join()
@@ -852,23 +856,28 @@ def judged(scenario, pods, what):
                              f"Run the check again on a quieter machine.")
 
 
-def exit_judged(pod, pid: int, name: str, limit: float, ages: dict) -> None:
+def exit_judged(pod, pid: int, name: str, limit: float, ages: dict, held=None) -> None:
     """Note how long worker `pid`'s loop had been still once it is first seen gone (in `ages`); raise HeldByTheMachine
-    if that was `limit` or longer, since a right watchdog may then have ended it."""
+    if that was `limit` or longer, since a right watchdog may then have ended it. With `held` (a
+    CpuWaitWhileDrilling of that worker), also if it and this test waited `limit` or longer for a CPU meanwhile: the
+    loop may have turned once more between the watchdog's verdict and the exit, so that its last turn looks recent."""
     if pid not in ages and not alive(pid):
         ages[pid] = pod.beat_age(pid)
     if pid in ages and (ages[pid] is None or ages[pid] >= limit):
         age = "an unknown time" if ages[pid] is None else f"{ages[pid]:.2f} s"
         raise HeldByTheMachine(f"{name} exited when its loop had last turned {age} before, limit {limit:g} s")
+    if pid in ages and held is not None and held.so_far() >= limit:
+        raise HeldByTheMachine(f"{name} exited after it and the test had waited {held.so_far():.1f} s for a CPU, "
+                               f"limit {limit:g} s")
 
 
-def answered(pod, pinned, pid: int, name: str, limit: float, ages: dict) -> bool:
+def answered(pod, pinned, pid: int, name: str, limit: float, ages: dict, held=None) -> bool:
     """Whether worker `pid` answers /health on `pinned`; if it does not because it has just exited, that exit is
     judged as exit_judged() does."""
     if answers(pinned):
         return True
     wait_until(lambda: not alive(pid), 1.0)  # its sockets close a moment before it is gone
-    exit_judged(pod, pid, name, limit, ages)
+    exit_judged(pod, pid, name, limit, ages, held)
     return False
 
 
@@ -888,10 +897,10 @@ def still(pid: int, ages: dict) -> str:
     return "" if age is None else f"; its loop had turned {age:.2f} s before it was seen gone, under the limit"
 
 
-def healthy_kept_running(pod, healthy: int, ages: dict, how: str) -> None:
+def healthy_kept_running(pod, healthy: int, ages: dict, how: str, held=None) -> None:
     """Fail if worker B, never frozen by the test, was seen gone while its loop still turned."""
     if healthy in ages:
-        exit_judged(pod, healthy, "worker B", FREEZE_LIMIT, ages)
+        exit_judged(pod, healthy, "worker B", FREEZE_LIMIT, ages, held)
     assert healthy not in ages, (
         f"expected worker B, whose loop was never frozen, to keep running while worker A was "
         f"replaced, but it exited{still(healthy, ages)}: the watchdog must end only its own worker, and only "
@@ -920,55 +929,56 @@ def a_frozen_worker_is_replaced_once(pods, impl, freeze: str = "c"):
             pods.prestart(impl, FREEZE_LIMIT)  # the next freeze's pod boots while this one's worker is replaced
         frozen, healthy = sorted(pinned)
         ages: dict = {}
+        with CpuWaitWhileDrilling([healthy]) as held:
 
-        def healthy_seen() -> bool:
-            """Whether worker B runs; once it is first seen gone, how long its loop had been still is noted."""
-            if healthy not in ages and not alive(healthy):
-                ages[healthy] = pod.beat_age(healthy)
-            return healthy not in ages
+            def healthy_seen() -> bool:
+                """Whether worker B runs; once it is first seen gone, how long its loop had been still is noted."""
+                if healthy not in ages and not alive(healthy):
+                    ages[healthy] = pod.beat_age(healthy)
+                return healthy not in ages
 
-        path = f"/_drill/freeze?seconds=60&in={freeze}"
-        pinned[frozen][0].send(path)
-        assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
-            f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
-        )
-        how = (f"worker A's event loop frozen by GET {path}, {FREEZES[freeze]}; "
-               f"WORKER_FREEZE_LIMIT={FREEZE_LIMIT:g}, {HOW}")
-        wait_until(lambda: not healthy_seen() or not alive(frozen) or pod.died(), GONE_WITHIN, every=0.02)
-        gone = not alive(frozen)
-        assert not pod.died(), f"expected the pod to keep serving, but {pod.died()} ({how})"
-        healthy_kept_running(pod, healthy, ages, how)
-        assert gone, (
-            f"expected worker A to exit once its loop had been frozen longer than {FREEZE_LIMIT:g} s, so that "
-            f"uvicorn's supervisor replaces it, but it was still running {GONE_WITHIN:g} s later: the supervisor "
-            f"pings each worker and a thread of the worker answers, frozen loop or not, so nothing but the worker "
-            f"itself can notice, and it must end its own process: whatever waits for the frozen loop (a task on it, "
-            f"a graceful shutdown, loop.stop(), a Python signal handler, which runs on the loop's thread between two "
-            f"of its bytecodes) never happens ({how})"
-        )
+            path = f"/_drill/freeze?seconds=60&in={freeze}"
+            pinned[frozen][0].send(path)
+            assert wait_until(lambda: [r for r in pod.drills("freeze") if r["pid"] == frozen], hang_after()), (
+                f"expected worker A to start GET /_drill/freeze on its own connection, it did not ({HOW})"
+            )
+            how = (f"worker A's event loop frozen by GET {path}, {FREEZES[freeze]}; "
+                   f"WORKER_FREEZE_LIMIT={FREEZE_LIMIT:g}, {HOW}")
+            wait_until(lambda: not healthy_seen() or not alive(frozen) or pod.died(), GONE_WITHIN, every=0.02)
+            gone = not alive(frozen)
+            assert not pod.died(), f"expected the pod to keep serving, but {pod.died()} ({how})"
+            healthy_kept_running(pod, healthy, ages, how, held)
+            assert gone, (
+                f"expected worker A to exit once its loop had been frozen longer than {FREEZE_LIMIT:g} s, so that "
+                f"uvicorn's supervisor replaces it, but it was still running {GONE_WITHIN:g} s later: the supervisor "
+                f"pings each worker and a thread of the worker answers, frozen loop or not, so nothing but the worker "
+                f"itself can notice, and it must end its own process: whatever waits for the frozen loop (a task on it, "
+                f"a graceful shutdown, loop.stop(), a Python signal handler, which runs on the loop's thread between two "
+                f"of its bytecodes) never happens ({how})"
+            )
 
-        def new_worker_served():
-            if not healthy_seen():
-                return None
-            try:
-                fresh = pod.pin()
-            except (OSError, http.client.HTTPException):
-                return None  # a connection the dying worker had taken: try again
-            return fresh.owner if fresh.owner not in (None, healthy, frozen) else None
+            def new_worker_served():
+                if not healthy_seen():
+                    return None
+                try:
+                    fresh = pod.pin()
+                except (OSError, http.client.HTTPException):
+                    return None  # a connection the dying worker had taken: try again
+                return fresh.owner if fresh.owner not in (None, healthy, frozen) else None
 
-        new = wait_until(lambda: pod.died() or new_worker_served() or healthy in ages, SERVED_WITHIN, every=0.02)
-        assert not pod.died(), f"expected the pod to keep serving, but {pod.died()} ({how})"
-        healthy_seen()
-        healthy_kept_running(pod, healthy, ages, how)
-        assert new, (
-            f"expected a new worker to serve connections made after worker A exited, but in "
-            f"{SERVED_WITHIN:g} s every new connection was served by worker B alone; the pod now has "
-            f"{len(pod.workers())} worker(s) ({how})"
-        )
-        assert answered(pod, pinned[healthy][0], healthy, "worker B", FREEZE_LIMIT, ages), (
-            f"expected worker B to go on answering /health on its keep-alive connection, it did not"
-            f"{still(healthy, ages)} ({how})"
-        )
+            new = wait_until(lambda: pod.died() or new_worker_served() or healthy in ages, SERVED_WITHIN, every=0.02)
+            assert not pod.died(), f"expected the pod to keep serving, but {pod.died()} ({how})"
+            healthy_seen()
+            healthy_kept_running(pod, healthy, ages, how, held)
+            assert new, (
+                f"expected a new worker to serve connections made after worker A exited, but in "
+                f"{SERVED_WITHIN:g} s every new connection was served by worker B alone; the pod now has "
+                f"{len(pod.workers())} worker(s) ({how})"
+            )
+            assert answered(pod, pinned[healthy][0], healthy, "worker B", FREEZE_LIMIT, ages, held), (
+                f"expected worker B to go on answering /health on its keep-alive connection, it did not"
+                f"{still(healthy, ages)} ({how})"
+            )
 
 
 def held_spells(pod, connection, pid: int, path: str, ages: dict) -> str:
